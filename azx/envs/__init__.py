@@ -1,0 +1,4 @@
+"""Environments: one interface, with a pgx adapter for every pgx game."""
+
+from ._abstract import AbstractEnv as AbstractEnv
+from ._pgx import PgxEnv as PgxEnv, available as available, make as make

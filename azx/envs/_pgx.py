@@ -1,0 +1,137 @@
+import functools
+import inspect
+
+import equinox as eqx
+import jax.numpy as jnp
+import pgx
+from jaxtyping import Array, Bool, Float, Int, Shaped
+
+from .._types import EnvState, PRNGKey
+from ._abstract import AbstractEnv
+
+
+def available() -> tuple[str, ...]:
+    """Names accepted by [`azx.envs.make`][]: every environment pgx offers."""
+    return tuple(pgx.available_envs())
+
+
+# Constructor arguments that `pgx.make` itself passes; user keywords override them.
+_PGX_MAKE_DEFAULTS: dict[str, dict[str, object]] = {
+    "go_9x9": {"size": 9, "komi": 7.5},
+    "go_19x19": {"size": 19, "komi": 7.5},
+}
+
+
+@functools.cache
+def _pgx_env(name: str, kwargs: tuple[tuple[str, object], ...]) -> pgx.Env:
+    # One pgx object per configuration, so that equal configurations give equal (static)
+    # Module fields and jitted functions do not recompile for a second `make` call.
+    env = pgx.make(name)
+    if kwargs:
+        env = type(env)(**(_PGX_MAKE_DEFAULTS.get(name, {}) | dict(kwargs)))
+    return env
+
+
+class PgxEnv(AbstractEnv):
+    """Adapter from a pgx environment to [`azx.envs.AbstractEnv`][].
+
+    The state is the pgx state itself. Sizes are read once at construction (pgx
+    recomputes them by running `init` on every access).
+    """
+
+    name: str = eqx.field(static=True)
+    env: pgx.Env = eqx.field(static=True)
+    max_episode_steps: int | None = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    num_players: int = eqx.field(static=True)
+    observation_shape: tuple[int, ...] = eqx.field(static=True)
+    observation_dtype: jnp.dtype = eqx.field(static=True)
+
+    def __init__(self, env: pgx.Env, *, max_episode_steps: int | None = None):
+        """**Arguments:**
+
+        - `env`: a pgx environment, e.g. `pgx.make("connect_four")`.
+        - `max_episode_steps`: if given, episodes that have not terminated after this many
+          steps are marked `truncated` (pgx itself never truncates).
+        """
+        if max_episode_steps is not None and (
+            isinstance(max_episode_steps, bool)
+            or not isinstance(max_episode_steps, int)
+            or max_episode_steps < 1
+        ):
+            raise ValueError(
+                f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}"
+            )
+        import jax
+
+        state = env.init(jax.random.key(0))
+        self.name = env.id
+        self.env = env
+        self.max_episode_steps = max_episode_steps
+        self.num_actions = int(state.legal_action_mask.shape[0])
+        self.num_players = int(env.num_players)
+        self.observation_shape = tuple(int(d) for d in state.observation.shape)
+        self.observation_dtype = jnp.dtype(state.observation.dtype)
+
+    def init(self, key: PRNGKey) -> EnvState:
+        return self.env.init(key)
+
+    def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
+        # pgx passes `key` on to the game; games without chance ignore it.
+        state = self.env.step(state, action, key)
+        if self.max_episode_steps is not None:
+            out_of_time = (state._step_count >= self.max_episode_steps) & ~state.terminated
+            state = state.replace(truncated=state.truncated | out_of_time)
+        return state
+
+    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
+        return state.observation
+
+    def legal_action_mask(self, state: EnvState) -> Bool[Array, " num_actions"]:
+        return state.legal_action_mask
+
+    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
+        return state.rewards
+
+    def terminated(self, state: EnvState) -> Bool[Array, ""]:
+        return state.terminated
+
+    def truncated(self, state: EnvState) -> Bool[Array, ""]:
+        return state.truncated
+
+    def current_player(self, state: EnvState) -> Int[Array, ""]:
+        return state.current_player
+
+
+def make(name: str, *, max_episode_steps: int | None = None, **kwargs) -> PgxEnv:
+    """Make the pgx environment `name` as an [`azx.envs.AbstractEnv`][].
+
+    **Arguments:**
+
+    - `name`: one of [`azx.envs.available()`][azx.envs.available], e.g. `"tic_tac_toe"`,
+      `"connect_four"`, `"othello"`, `"go_9x9"`, `"2048"`, `"backgammon"`.
+    - `max_episode_steps`: truncate episodes after this many steps (default: never).
+    - `**kwargs`: passed to the pgx environment's constructor (e.g. `komi` for go).
+
+    **Returns:** a [`azx.envs.PgxEnv`][].
+
+    **Raises:** `ValueError` for an unknown name or a keyword the game does not take.
+    """
+    names = available()
+    if name not in names:
+        raise ValueError(f"unknown environment {name!r}; available: {', '.join(names)}")
+    if kwargs:
+        cls = type(pgx.make(name))
+        params = inspect.signature(cls.__init__).parameters
+        accepted = [p for p in params if p != "self"]
+        unknown = sorted(set(kwargs) - set(accepted))
+        if unknown:
+            raise ValueError(
+                f"environment {name!r} takes no argument(s) {', '.join(unknown)}; "
+                f"it accepts: {', '.join(accepted) or 'none'}"
+            )
+    try:
+        env = _pgx_env(name, tuple(sorted(kwargs.items())))
+    except TypeError as error:  # unhashable keyword values
+        raise ValueError(f"keyword arguments for {name!r} must be hashable: {error}") from None
+    return PgxEnv(env, max_episode_steps=max_episode_steps)

@@ -1,0 +1,140 @@
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Shaped
+
+from .._types import PRNGKey
+from ._common import as_float, check_positive_int, check_shape, value_out
+
+
+def _image_shape(observation_shape: tuple[int, ...]) -> tuple[int, int, int]:
+    # pgx observations are channels-last (H, W, C); vectors become a 1x1 image whose
+    # channels are the features, and a plain 2-D board gets one channel.
+    if len(observation_shape) == 3:
+        height, width, channels = observation_shape
+    elif len(observation_shape) == 2:
+        (height, width), channels = observation_shape, 1
+    elif len(observation_shape) == 1:
+        height, width, channels = 1, 1, observation_shape[0]
+    else:
+        raise ValueError(
+            "AlphaZeroResNet takes observations of rank 1, 2 or 3 (H, W, C), "
+            f"got shape {observation_shape}"
+        )
+    return height, width, channels
+
+
+class _ConvNorm(eqx.Module):
+    conv: eqx.nn.Conv2d
+    norm: eqx.nn.GroupNorm
+
+    def __init__(self, in_channels, out_channels, kernel_size, groups, *, key):
+        self.conv = eqx.nn.Conv2d(
+            in_channels, out_channels, kernel_size, padding="SAME", use_bias=False, key=key
+        )
+        self.norm = eqx.nn.GroupNorm(groups, out_channels)
+
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "d h w"]:
+        return self.norm(self.conv(x))
+
+
+class _ResidualBlock(eqx.Module):
+    first: _ConvNorm
+    second: _ConvNorm
+
+    def __init__(self, channels, groups, *, key):
+        first_key, second_key = jax.random.split(key)
+        self.first = _ConvNorm(channels, channels, 3, groups, key=first_key)
+        self.second = _ConvNorm(channels, channels, 3, groups, key=second_key)
+
+    def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
+        return jax.nn.relu(x + self.second(jax.nn.relu(self.first(x))))
+
+
+class AlphaZeroResNet(eqx.Module):
+    """The AlphaZero residual policy-value network (Silver et al., 2018).
+
+    A 3x3 convolutional stem, a tower of residual blocks, a policy head (1x1 conv to two
+    planes, then a linear layer to the logits) and a value head (1x1 conv to one plane,
+    a hidden linear layer, then a scalar). Group normalisation replaces batch
+    normalisation, so the network is a pure function with no running statistics to carry.
+    """
+
+    stem: _ConvNorm
+    blocks: tuple[_ResidualBlock, ...]
+    policy_conv: _ConvNorm
+    policy_linear: eqx.nn.Linear
+    value_conv: _ConvNorm
+    value_hidden: eqx.nn.Linear
+    value_linear: eqx.nn.Linear
+    observation_shape: tuple[int, ...] = eqx.field(static=True)
+    bounded_value: bool = eqx.field(static=True)
+
+    def __init__(
+        self,
+        observation_shape: tuple[int, ...],
+        num_actions: int,
+        *,
+        channels: int = 64,
+        num_blocks: int = 6,
+        value_hidden: int = 128,
+        norm_groups: int = 8,
+        bounded_value: bool = True,
+        key: PRNGKey,
+    ):
+        """**Arguments:**
+
+        - `observation_shape`: one observation, `(H, W, C)` channels-last as pgx gives it
+          (rank 2 boards and rank 1 feature vectors are accepted too).
+        - `num_actions`: number of policy logits.
+        - `channels`: width of the residual tower.
+        - `num_blocks`: number of residual blocks (0 allowed: stem and heads only).
+        - `value_hidden`: units in the value head's hidden layer.
+        - `norm_groups`: groups of the group normalisation; must divide `channels`.
+        - `bounded_value`: squash the value with `tanh` (two-player zero-sum games).
+        - `key`: random key for the initial weights (keyword-only).
+        """
+        self.observation_shape = check_shape(observation_shape)
+        height, width, in_channels = _image_shape(self.observation_shape)
+        check_positive_int("num_actions", num_actions)
+        check_positive_int("channels", channels)
+        check_positive_int("value_hidden", value_hidden)
+        check_positive_int("norm_groups", norm_groups)
+        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 0:
+            raise ValueError(f"num_blocks must be a non-negative int, got {num_blocks!r}")
+        if channels % norm_groups:
+            raise ValueError(f"norm_groups ({norm_groups}) must divide channels ({channels})")
+        keys = jax.random.split(key, num_blocks + 5)
+        self.stem = _ConvNorm(in_channels, channels, 3, norm_groups, key=keys[0])
+        self.blocks = tuple(_ResidualBlock(channels, norm_groups, key=k) for k in keys[5:])
+        self.policy_conv = _ConvNorm(channels, 2, 1, 1, key=keys[1])
+        self.policy_linear = eqx.nn.Linear(2 * height * width, num_actions, key=keys[2])
+        self.value_conv = _ConvNorm(channels, 1, 1, 1, key=keys[3])
+        hidden_key, out_key = jax.random.split(keys[4])
+        self.value_hidden = eqx.nn.Linear(height * width, value_hidden, key=hidden_key)
+        self.value_linear = eqx.nn.Linear(value_hidden, "scalar", key=out_key)
+        self.bounded_value = bounded_value
+
+    def __call__(
+        self, observation: Shaped[Array, "..."]
+    ) -> tuple[Float[Array, " num_actions"], Float[Array, ""]]:
+        """**Arguments:** one observation of shape `observation_shape`.
+
+        **Returns:** `(logits, value)`.
+        """
+        if observation.shape != self.observation_shape:
+            raise ValueError(
+                f"AlphaZeroResNet expects one observation of shape {self.observation_shape}, "
+                f"got {observation.shape}; batch with jax.vmap"
+            )
+        height, width, channels = _image_shape(self.observation_shape)
+        x = jnp.reshape(as_float(observation), (height, width, channels))
+        x = jnp.transpose(x, (2, 0, 1))
+        x = jax.nn.relu(self.stem(x))
+        for block in self.blocks:
+            x = block(x)
+        policy = jax.nn.relu(self.policy_conv(x))
+        logits = self.policy_linear(jnp.ravel(policy))
+        value = jax.nn.relu(self.value_conv(x))
+        value = jax.nn.relu(self.value_hidden(jnp.ravel(value)))
+        return logits, value_out(self.value_linear(value), self.bounded_value)

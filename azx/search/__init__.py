@@ -1,0 +1,10 @@
+"""Batched search: one interface, a native MCTS and an mctx backend."""
+
+from ._abstract import AbstractSearch as AbstractSearch, SearchOutput as SearchOutput
+from ._model import (
+    ILLEGAL_LOGIT as ILLEGAL_LOGIT,
+    Evaluation as Evaluation,
+    Transition as Transition,
+    evaluate as evaluate,
+    transition as transition,
+)

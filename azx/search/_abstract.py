@@ -1,0 +1,61 @@
+import abc
+from typing import Any
+
+import equinox as eqx
+from jaxtyping import Array, Bool, Float, Int, PyTree
+
+from .._types import EnvState, PRNGKey
+from ..envs import AbstractEnv
+
+
+class SearchOutput(eqx.Module):
+    """What one batched search returns."""
+
+    action: Int[Array, " batch"]
+    """Action to play in each environment."""
+    policy_target: Float[Array, "batch num_actions"]
+    """Training target for the policy (zero on illegal actions, sums to one)."""
+    root_value: Float[Array, " batch"]
+    """Search value of each root, for the player to move there."""
+    tree: PyTree[Any]
+    """The search tree after the search, to pass to `advance`."""
+
+
+class AbstractSearch(eqx.Module):
+    """Interface of a batched search (native MCTS, mctx, ...).
+
+    A search is configuration only (a frozen Module); the changing part is the tree, which
+    callers thread through `__call__` and `advance`. The network is any callable that maps
+    ONE observation to `(logits, value)`; the search vmaps it.
+    """
+
+    num_simulations: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def init(self, env: AbstractEnv, batch_size: int) -> PyTree[Any]:
+        """Empty trees for `batch_size` environments of `env`."""
+
+    @abc.abstractmethod
+    def __call__(
+        self,
+        net: Any,
+        env: AbstractEnv,
+        tree: PyTree[Any],
+        env_state: EnvState,
+        *,
+        key: PRNGKey,
+    ) -> SearchOutput:
+        """Search from the batched `env_state` (leading axis `batch`) and pick actions.
+
+        `tree` is what `init` or `advance` returned; a search that reuses trees continues
+        from the statistics it holds.
+        """
+
+    @abc.abstractmethod
+    def advance(
+        self,
+        tree: PyTree[Any],
+        action: Int[Array, " batch"],
+        done: Bool[Array, " batch"],
+    ) -> PyTree[Any]:
+        """Tree for the next move: keep the subtree under `action`, or reset where `done`."""

@@ -1,0 +1,81 @@
+"""The environment plus network as the search's model: evaluation and transitions."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from .._types import EnvState, PRNGKey
+from ..envs import AbstractEnv
+
+
+#: Logit given to illegal actions: finite, so that softmax and its gradients stay NaN-free.
+ILLEGAL_LOGIT = -1e9
+
+
+class Evaluation(eqx.Module):
+    """The network's view of a batch of states."""
+
+    logits: Float[Array, "batch num_actions"]
+    """Prior logits, `ILLEGAL_LOGIT` on illegal actions."""
+    value: Float[Array, " batch"]
+    """Value for the player to move; zero at terminal states."""
+    legal_action_mask: Bool[Array, "batch num_actions"]
+    terminal: Bool[Array, " batch"]
+
+
+class Transition(eqx.Module):
+    """One batched move inside the search, in the mctx sign convention.
+
+    The value of the parent for its mover is `reward + discount * value(child)`, where
+    `value(child)` is for the child's mover: `discount` is `-gamma` when the turn passes to
+    the other player, `+gamma` when the same player moves again, and `0` at terminal states.
+    """
+
+    state: EnvState
+    reward: Float[Array, " batch"]
+    discount: Float[Array, " batch"]
+    evaluation: Evaluation
+
+
+def check_players(env: AbstractEnv) -> None:
+    if env.num_players not in (1, 2):
+        raise ValueError(
+            f"search supports 1-player games and 2-player zero-sum games; {env!r} has "
+            f"num_players={env.num_players}"
+        )
+
+
+def evaluate(net, env: AbstractEnv, state: EnvState) -> Evaluation:
+    """Network logits (illegal masked) and value (zero where terminal) for a batch."""
+    logits, value = jax.vmap(net)(jax.vmap(env.observation)(state))
+    legal = jax.vmap(env.legal_action_mask)(state)
+    terminal = jax.vmap(env.terminated)(state) | jax.vmap(env.truncated)(state)
+    return Evaluation(
+        logits=jnp.where(legal, logits, ILLEGAL_LOGIT),
+        value=jnp.where(terminal, 0.0, value),
+        legal_action_mask=legal,
+        terminal=terminal,
+    )
+
+
+def transition(
+    net,
+    env: AbstractEnv,
+    state: EnvState,
+    action: Int[Array, " batch"],
+    key: PRNGKey,
+    gamma: float,
+) -> Transition:
+    """Step a batch of states and evaluate the children."""
+    keys = jax.random.split(key, action.shape[0])
+    mover = jax.vmap(env.current_player)(state)
+    child = jax.vmap(env.step)(state, action, keys)
+    rewards = jax.vmap(env.rewards)(child)
+    reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
+    evaluation = evaluate(net, env, child)
+    same_mover = jax.vmap(env.current_player)(child) == mover
+    discount = jnp.where(evaluation.terminal, 0.0, jnp.where(same_mover, gamma, -gamma)).astype(
+        jnp.float32
+    )
+    return Transition(state=child, reward=reward, discount=discount, evaluation=evaluation)
