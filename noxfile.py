@@ -1,0 +1,29 @@
+"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s bench`."""
+
+import nox
+
+
+nox.options.default_venv_backend = "venv"
+nox.options.sessions = ["lint", "tests"]
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The test suite, with runtime shape checking (see pyproject's pytest addopts)."""
+    session.install("-e", ".[dev]")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff lint and format check."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Search throughput, native vs mctx. Pass `-- --quick` for connect_four only."""
+    session.install("-e", ".[dev]")
+    session.run("python", "-m", "benchmarks.search", *session.posargs)
