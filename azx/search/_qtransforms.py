@@ -1,0 +1,112 @@
+"""Q-value transforms shared by the native search and the mctx backend.
+
+Every function works on the children of a batch of nodes: arrays `[..., num_actions]`
+with per-node scalars `[...]`, so the native search calls them once for a whole batch.
+"""
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+
+EPSILON = 1e-8
+"""Smallest denominator when Q is rescaled by a min/max range."""
+
+
+def puct_value_score(
+    q: Float[Array, "*nodes num_actions"],
+    visited: Bool[Array, "*nodes num_actions"],
+    node_value: Float[Array, " *nodes"],
+    tree_low: Float[Array, " *nodes"] | None,
+    tree_high: Float[Array, " *nodes"] | None,
+) -> Float[Array, "*nodes num_actions"]:
+    """Q of visited children scaled to [0, 1]; unvisited children score 0.
+
+    With `tree_low`/`tree_high` the range is the whole tree's; otherwise it is the range of
+    the node's own value and its visited children's Q (mctx's default for MuZero).
+    """
+    if tree_low is None or tree_high is None:
+        safe_q = jnp.where(visited, q, node_value[..., None])
+        low = jnp.minimum(node_value, jnp.min(safe_q, axis=-1))
+        high = jnp.maximum(node_value, jnp.max(safe_q, axis=-1))
+        completed = jnp.where(visited, q, low[..., None])
+        return (completed - low[..., None]) / jnp.maximum(high - low, EPSILON)[..., None]
+    scaled = (q - tree_low[..., None]) / jnp.maximum(tree_high - tree_low, EPSILON)[..., None]
+    return jnp.where(visited, scaled, 0.0)
+
+
+def mixed_value(
+    raw_value: Float[Array, " *nodes"],
+    q: Float[Array, "*nodes num_actions"],
+    visits: Int[Array, "*nodes num_actions"],
+    prior_logits: Float[Array, "*nodes num_actions"],
+) -> Float[Array, " *nodes"]:
+    """The value estimate that completes unvisited Q (Danihelka et al. 2022, appendix D):
+    the network value mixed with the prior-weighted Q of the visited children."""
+    visited = visits > 0
+    probs = jax.nn.softmax(prior_logits, axis=-1)
+    # Guards the division below when every visited child has underflowed to probability 0.
+    probs = jnp.maximum(jnp.finfo(probs.dtype).tiny, probs)
+    total_visits = jnp.sum(visits, axis=-1).astype(q.dtype)
+    visited_mass = jnp.sum(jnp.where(visited, probs, 0.0), axis=-1)
+    denominator = jnp.where(visited, visited_mass[..., None], 1.0)
+    weighted_q = jnp.sum(jnp.where(visited, probs * q / denominator, 0.0), axis=-1)
+    return (raw_value + total_visits * weighted_q) / (total_visits + 1.0)
+
+
+def completed_q(
+    raw_value: Float[Array, " *nodes"],
+    q: Float[Array, "*nodes num_actions"],
+    visits: Int[Array, "*nodes num_actions"],
+    prior_logits: Float[Array, "*nodes num_actions"],
+    *,
+    value_scale: float,
+    maxvisit_init: float,
+    rescale_values: bool,
+    use_mixed_value: bool,
+    tree_low: Float[Array, " *nodes"] | None = None,
+    tree_high: Float[Array, " *nodes"] | None = None,
+) -> Float[Array, "*nodes num_actions"]:
+    """sigma(completed Q) of Gumbel MuZero: Q of visited children, the (mixed) value for
+    the others, rescaled to [0, 1] and scaled by `(maxvisit_init + max visits) * value_scale`.
+
+    With `tree_low`/`tree_high`, the rescaling range also covers the whole tree's Q.
+    """
+    value = mixed_value(raw_value, q, visits, prior_logits) if use_mixed_value else raw_value
+    completed = jnp.where(visits > 0, q, value[..., None])
+    if rescale_values or tree_low is not None:
+        low = jnp.min(completed, axis=-1)
+        high = jnp.max(completed, axis=-1)
+        if tree_low is not None and tree_high is not None:
+            low = jnp.minimum(low, tree_low)
+            high = jnp.maximum(high, tree_high)
+        completed = (completed - low[..., None]) / jnp.maximum(high - low, EPSILON)[..., None]
+    max_visits = jnp.max(visits, axis=-1).astype(q.dtype)
+    return ((maxvisit_init + max_visits) * value_scale)[..., None] * completed
+
+
+def considered_visits_table(max_num_considered_actions: int, num_simulations: int) -> list:
+    """Sequential halving as a visit schedule: row `m` lists, for each simulation, the visit
+    count an action must have to be considered when `m` actions take part.
+
+    Each phase gives every remaining action `max(1, n / (ceil(log2 m) * remaining))` more
+    visits and then keeps the better half (at least two), as in Karnin et al. (2013) with
+    the budget split used by Gumbel MuZero; the row repeats visit counts phase by phase.
+    """
+    table = []
+    for considered in range(max_num_considered_actions + 1):
+        if considered <= 1:
+            table.append(list(range(num_simulations)))
+            continue
+        phases = max(1, (considered - 1).bit_length())  # ceil(log2(considered))
+        row: list[int] = []
+        visits = 0
+        remaining = considered
+        while len(row) < num_simulations:
+            per_action = max(1, int(num_simulations / (phases * remaining)))
+            for _ in range(per_action):
+                row.extend([visits] * remaining)
+                visits += 1
+            remaining = max(2, remaining // 2)
+        table.append(row[:num_simulations])
+    return table
