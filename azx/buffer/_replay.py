@@ -165,7 +165,7 @@ class ReplayBuffer(eqx.Module):
         capacity: int,
         num_envs: int,
         *,
-        truncation: Literal["drop", "bootstrap"] = "drop",
+        truncation: str = "drop",
     ):
         """**Arguments:**
 
