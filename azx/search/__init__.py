@@ -9,3 +9,10 @@ from ._model import (
     evaluate as evaluate,
     transition as transition,
 )
+from ._native import PUCT as PUCT, Gumbel as Gumbel
+from ._tree import (
+    NO_PARENT as NO_PARENT,
+    ROOT_INDEX as ROOT_INDEX,
+    UNVISITED as UNVISITED,
+    Tree as Tree,
+)

@@ -1,0 +1,677 @@
+"""Native batched MCTS: AlphaZero PUCT and Gumbel MuZero over the arrays of `Tree`.
+
+One simulation, for the whole batch at once:
+
+1. descend: a `while_loop` over depth (all roots move in lockstep) whose carry is the
+   current node, the recorded path and a few flags, never the tree;
+2. expand: one batched environment step and network call from the leaf's parent;
+3. back up: the returns along the recorded path are computed from the leaf upwards with
+   `[batch]`-sized arithmetic, then every path node's statistics are updated by a single
+   scatter.
+"""
+
+from collections.abc import Callable
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int
+
+from .._types import EnvState, PRNGKey
+from ..envs import AbstractEnv
+from ._abstract import AbstractSearch, SearchOutput
+from ._config import (
+    Q_NORMALISATIONS,
+    check_choice,
+    check_float,
+    check_optional_positive_int,
+    check_positive_int,
+)
+from ._model import ILLEGAL_LOGIT, Evaluation, check_players, evaluate, transition
+from ._qtransforms import completed_q, considered_visits_table, puct_value_score
+from ._tree import ROOT_INDEX, UNVISITED, Tree, empty_tree, keep_subtree
+
+
+class _Children(eqx.Module):
+    """Statistics of the children of one node per batch element, gathered for selection."""
+
+    visits: Int[Array, "batch num_actions"]
+    q: Float[Array, "batch num_actions"]
+    node_visits: Int[Array, " batch"]
+    node_value: Float[Array, " batch"]
+    raw_value: Float[Array, " batch"]
+    prior_logits: Float[Array, "batch num_actions"]
+    legal_action_mask: Bool[Array, "batch num_actions"]
+    tree_low: Float[Array, " batch"] | None
+    tree_high: Float[Array, " batch"] | None
+
+
+def _gather_children(
+    tree: Tree,
+    node: Int[Array, " batch"],
+    tree_range: tuple[Float[Array, " batch"], Float[Array, " batch"]] | None,
+) -> _Children:
+    batch = jnp.arange(tree.batch_size)
+    child = tree.children[batch, node]
+    visited = child != UNVISITED
+    safe = jnp.maximum(child, 0)
+    rows = batch[:, None]
+    q = tree.reward[rows, safe] + tree.discount[rows, safe] * tree.value[rows, safe]
+    return _Children(
+        visits=jnp.where(visited, tree.visits[rows, safe], 0),
+        q=jnp.where(visited, q, 0.0),
+        node_visits=tree.visits[batch, node],
+        node_value=tree.value[batch, node],
+        raw_value=tree.raw_value[batch, node],
+        prior_logits=tree.prior_logits[batch, node],
+        legal_action_mask=tree.legal_action_mask[batch, node],
+        tree_low=None if tree_range is None else tree_range[0],
+        tree_high=None if tree_range is None else tree_range[1],
+    )
+
+
+def _tree_q_range(tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " batch"]]:
+    """Min and max Q over every visited edge of each tree (MuZero's normalisation)."""
+    slots = jnp.arange(tree.capacity)[None, :]
+    edge = (slots != ROOT_INDEX) & (slots < tree.num_nodes[:, None]) & (tree.visits > 0)
+    q = tree.reward + tree.discount * tree.value
+    low = jnp.min(jnp.where(edge, q, jnp.inf), axis=1)
+    high = jnp.max(jnp.where(edge, q, -jnp.inf), axis=1)
+    return low, high
+
+
+def _masked_argmax(
+    score: Float[Array, "batch num_actions"], legal_action_mask: Bool[Array, "batch num_actions"]
+) -> Int[Array, " batch"]:
+    # Ties go to the lowest index, so a search without noise is deterministic.
+    return jnp.argmax(jnp.where(legal_action_mask, score, -jnp.inf), axis=-1).astype(jnp.int32)
+
+
+class _Path(eqx.Module):
+    """What one descent found, per batch element."""
+
+    path: Int[Array, "batch path_length"]
+    """Slots from the root down; `capacity` (out of bounds) past the end."""
+    last: Int[Array, " batch"]
+    """Position in `path` of the last stored node reached."""
+    node: Int[Array, " batch"]
+    """That node's slot."""
+    action: Int[Array, " batch"]
+    """The unvisited action chosen there, when `expand`."""
+    expand: Bool[Array, " batch"]
+    """Whether the descent stopped at an unvisited legal edge that needs a new node."""
+
+
+def _descend(
+    tree: Tree,
+    root_action: Int[Array, " batch"],
+    select: Callable[[_Children], Int[Array, " batch"]],
+    tree_range,
+    max_depth: int,
+    path_length: int,
+) -> _Path:
+    capacity = tree.capacity
+    batch = jnp.arange(tree.batch_size)
+
+    def step(node, active, action, depth, path, last, expand):
+        child = tree.children[batch, node, action]
+        has_child = child != UNVISITED
+        legal = tree.legal_action_mask[batch, node, action]
+        expand = expand | (active & ~has_child & legal)
+        moved = active & has_child
+        node = jnp.where(moved, child, node)
+        column = jnp.where(moved, child, capacity)
+        path = jax.lax.dynamic_update_slice_in_dim(path, column[:, None], depth + 1, axis=1)
+        last = jnp.where(moved, depth + 1, last)
+        active = moved & ~tree.terminal[batch, node]
+        return node, active, path, last, expand
+
+    root = jnp.full(tree.batch_size, ROOT_INDEX, jnp.int32)
+    path = jnp.full((tree.batch_size, path_length), capacity, jnp.int32)
+    path = path.at[:, 0].set(ROOT_INDEX)
+    active = ~tree.terminal[:, ROOT_INDEX]
+    zero = jnp.zeros(tree.batch_size, jnp.int32)
+    node, still, path, last, expand = step(
+        root, active, root_action, 0, path, zero, jnp.zeros(tree.batch_size, jnp.bool_)
+    )
+    action = root_action
+
+    def cond(carry):
+        _, active, _, depth, _, _, _ = carry
+        return jnp.any(active) & (depth < max_depth)
+
+    def body(carry):
+        node, active, action, depth, path, last, expand = carry
+        chosen = select(_gather_children(tree, node, tree_range))
+        action = jnp.where(active, chosen, action)
+        node, active, path, last, expand = step(node, active, action, depth, path, last, expand)
+        return node, active, action, depth + 1, path, last, expand
+
+    carry = (node, still, action, jnp.int32(1), path, last, expand)
+    node, _, action, _, path, last, expand = jax.lax.while_loop(cond, body, carry)
+    return _Path(path=path, last=last, node=node, action=action, expand=expand)
+
+
+def _store_node(
+    tree: Tree,
+    slot: Int[Array, " batch"],
+    parent: Int[Array, " batch"],
+    action: Int[Array, " batch"],
+    evaluation: Evaluation,
+    reward: Float[Array, " batch"],
+    discount: Float[Array, " batch"],
+    state: EnvState,
+) -> Tree:
+    """Write a new node into `slot` (out of bounds: nothing is written)."""
+    batch = jnp.arange(tree.batch_size)
+
+    def put(x, v):
+        return x.at[batch, slot].set(v, mode="drop")
+
+    return eqx.tree_at(
+        lambda t: (
+            t.visits,
+            t.value,
+            t.raw_value,
+            t.prior_logits,
+            t.legal_action_mask,
+            t.reward,
+            t.discount,
+            t.terminal,
+            t.parent,
+            t.action_from_parent,
+            t.children,
+            t.state,
+        ),
+        tree,
+        (
+            put(tree.visits, jnp.zeros_like(slot)),
+            put(tree.value, jnp.zeros_like(reward)),
+            put(tree.raw_value, evaluation.value),
+            put(tree.prior_logits, evaluation.logits),
+            put(tree.legal_action_mask, evaluation.legal_action_mask),
+            put(tree.reward, reward),
+            put(tree.discount, discount),
+            put(tree.terminal, evaluation.terminal),
+            put(tree.parent, parent),
+            put(tree.action_from_parent, action),
+            put(tree.children, jnp.full_like(evaluation.logits, UNVISITED, dtype=jnp.int32))
+            .at[batch, jnp.where(slot < tree.capacity, parent, tree.capacity), action]
+            .set(slot, mode="drop"),
+            jax.tree.map(put, tree.state, state),
+        ),
+    )
+
+
+def _backup(tree: Tree, path: Int[Array, "batch path_length"], end, leaf_value) -> Tree:
+    """Add one visit and one return to every node on `path[:, :end + 1]`.
+
+    The returns are computed from the leaf up, `G_k = reward_{k+1} + discount_{k+1} *
+    G_{k+1}` (the same order of operations as mctx), in a loop over depth whose carry is a
+    `[batch]` vector; the statistics are then updated by one scatter along the path.
+    """
+    rows = jnp.arange(tree.batch_size)[:, None]
+    safe = jnp.minimum(path, tree.capacity - 1)
+    path_reward = tree.reward[rows, safe]
+    path_discount = tree.discount[rows, safe]
+    positions = jnp.arange(path.shape[1], dtype=jnp.int32)
+
+    def body(carry):
+        k, future, returns = carry
+        k = k - 1
+        below = future
+        next_reward = jax.lax.dynamic_index_in_dim(path_reward, k + 1, axis=1, keepdims=False)
+        next_discount = jax.lax.dynamic_index_in_dim(path_discount, k + 1, axis=1, keepdims=False)
+        value = jnp.where(k == end, leaf_value, next_reward + next_discount * below)
+        value = jnp.where(k > end, 0.0, value)
+        returns = jax.lax.dynamic_update_slice_in_dim(returns, value[:, None], k, axis=1)
+        return k, value, returns
+
+    start = jnp.max(end) + 1
+    returns = jnp.zeros(path.shape, jnp.float32)
+    _, _, returns = jax.lax.while_loop(
+        lambda carry: carry[0] > 0,
+        body,
+        (start, jnp.zeros(tree.batch_size, jnp.float32), returns),
+    )
+    on_path = positions[None, :] <= end[:, None]
+    path = jnp.where(on_path, path, tree.capacity)
+    count = tree.visits[rows, safe]
+    mean = tree.value[rows, safe]
+    new_mean = (mean * count.astype(jnp.float32) + returns) / (count + 1).astype(jnp.float32)
+    return eqx.tree_at(
+        lambda t: (t.visits, t.value),
+        tree,
+        (
+            tree.visits.at[rows, path].set(count + 1, mode="drop"),
+            tree.value.at[rows, path].set(new_mean, mode="drop"),
+        ),
+    )
+
+
+def _start(
+    tree: Tree,
+    env_state: EnvState,
+    evaluation: Evaluation,
+    root_logits: Float[Array, "batch num_actions"],
+    reuse_tree: bool,
+) -> Tree:
+    """Put the given root states into slot 0, keeping reused statistics where present."""
+    num_actions = root_logits.shape[1]
+    fresh = tree.num_nodes == 0
+    if not reuse_tree:
+        fresh = jnp.ones_like(fresh)
+
+    def set_root(x, v):
+        return x.at[:, ROOT_INDEX].set(v)
+
+    children = jnp.where(
+        fresh[:, None], jnp.full((tree.batch_size, num_actions), UNVISITED), tree.children[:, 0]
+    )
+    return eqx.tree_at(
+        lambda t: (
+            t.visits,
+            t.value,
+            t.raw_value,
+            t.prior_logits,
+            t.legal_action_mask,
+            t.terminal,
+            t.children,
+            t.state,
+            t.num_nodes,
+        ),
+        tree,
+        (
+            set_root(tree.visits, jnp.where(fresh, 1, tree.visits[:, 0])),
+            set_root(tree.value, jnp.where(fresh, evaluation.value, tree.value[:, 0])),
+            set_root(tree.raw_value, evaluation.value),
+            set_root(tree.prior_logits, root_logits),
+            set_root(tree.legal_action_mask, evaluation.legal_action_mask),
+            set_root(tree.terminal, evaluation.terminal),
+            set_root(tree.children, children),
+            jax.tree.map(set_root, tree.state, env_state),
+            jnp.where(fresh, 1, tree.num_nodes),
+        ),
+    )
+
+
+def _run(
+    search: Any,
+    net: Any,
+    env: AbstractEnv,
+    tree: Tree,
+    root_select: Callable[[Tree, Int[Array, "batch num_actions"], Any], Int[Array, " batch"]],
+    interior_select: Callable[[_Children], Int[Array, " batch"]],
+    key: PRNGKey,
+) -> tuple[Tree, Int[Array, "batch num_actions"]]:
+    """Run the simulations. Returns the tree and each root action's visits in this search."""
+    capacity = tree.capacity
+    max_depth = min(search.max_depth or search.num_simulations, capacity - 1)
+    path_length = max_depth + 1
+    batch = jnp.arange(tree.batch_size)
+
+    def simulation(index, carry):
+        tree, search_visits = carry
+        tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
+        root_action = root_select(tree, search_visits, tree_range)
+        found = _descend(tree, root_action, interior_select, tree_range, max_depth, path_length)
+        parent_state = jax.tree.map(lambda x: x[batch, found.node], tree.state)
+        step = transition(
+            net,
+            env,
+            parent_state,
+            found.action,
+            jax.random.fold_in(key, index),
+            search.gamma,
+        )
+        store = found.expand & (tree.num_nodes < capacity)
+        slot = jnp.where(store, tree.num_nodes, capacity)
+        tree = _store_node(
+            tree,
+            slot,
+            found.node,
+            found.action,
+            step.evaluation,
+            step.reward,
+            step.discount,
+            step.state,
+        )
+        tree = eqx.tree_at(lambda t: t.num_nodes, tree, tree.num_nodes + store.astype(jnp.int32))
+        end = found.last + store.astype(jnp.int32)
+        path = found.path.at[batch, end].set(jnp.where(store, slot, found.path[batch, end]))
+        # The leaf's value: a new node's network value; or, if it could not be stored, the
+        # return through the edge to it, credited to its parent; or, at a terminal or
+        # depth-limited node, that node's own network value (zero when terminal).
+        leaf_value = jnp.where(
+            store,
+            step.evaluation.value,
+            jnp.where(
+                found.expand,
+                step.reward + step.discount * step.evaluation.value,
+                tree.raw_value[batch, found.node],
+            ),
+        )
+        tree = _backup(tree, path, end, leaf_value)
+        moved = ~tree.terminal[:, ROOT_INDEX]
+        search_visits = search_visits.at[batch, root_action].add(moved.astype(jnp.int32))
+        return tree, search_visits
+
+    search_visits = jnp.zeros((tree.batch_size, env.num_actions), jnp.int32)
+    return jax.lax.fori_loop(0, search.num_simulations, simulation, (tree, search_visits))
+
+
+def _root_children(tree: Tree) -> _Children:
+    return _gather_children(tree, jnp.zeros(tree.batch_size, jnp.int32), None)
+
+
+def _check_common(num_simulations, max_depth, capacity, gamma, q_normalisation):
+    check_positive_int("num_simulations", num_simulations)
+    check_optional_positive_int("max_depth", max_depth)
+    check_optional_positive_int("capacity", capacity)
+    if capacity is not None and capacity < 2:
+        raise ValueError(f"capacity must be at least 2 (a root and one child), got {capacity}")
+    check_float("gamma", gamma, low=0.0, high=1.0, low_open=True)
+    check_choice("q_normalisation", q_normalisation, Q_NORMALISATIONS)
+
+
+def _default_capacity(num_simulations: int, capacity: int | None, reuse_tree: bool) -> int:
+    if capacity is not None:
+        return capacity
+    # A reused subtree can hold up to one search's worth of nodes before the next begins.
+    return (2 if reuse_tree else 1) * num_simulations + 1
+
+
+class PUCT(AbstractSearch):
+    """AlphaZero search: PUCT selection, Dirichlet noise at the root, visit-count targets."""
+
+    num_simulations: int = eqx.field(static=True)
+    max_depth: int | None = eqx.field(static=True)
+    capacity: int = eqx.field(static=True)
+    reuse_tree: bool = eqx.field(static=True)
+    gamma: float = eqx.field(static=True)
+    c_init: float = eqx.field(static=True)
+    c_base: float = eqx.field(static=True)
+    dirichlet_alpha: float = eqx.field(static=True)
+    dirichlet_fraction: float = eqx.field(static=True)
+    temperature: float = eqx.field(static=True)
+    q_normalisation: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        num_simulations: int,
+        *,
+        max_depth: int | None = None,
+        capacity: int | None = None,
+        reuse_tree: bool = False,
+        gamma: float = 1.0,
+        c_init: float = 1.25,
+        c_base: float = 19652.0,
+        dirichlet_alpha: float = 0.3,
+        dirichlet_fraction: float = 0.25,
+        temperature: float = 1.0,
+        q_normalisation: str = "siblings",
+    ):
+        """**Arguments:**
+
+        - `num_simulations`: simulations per search.
+        - `max_depth`: most edges from the root to a leaf (default: no limit but capacity).
+        - `capacity`: node slots per tree (default `num_simulations + 1`, or
+          `2 * num_simulations + 1` with `reuse_tree`). A full tree keeps searching: new
+          leaves are evaluated and backed up but not stored.
+        - `reuse_tree`: keep the subtree under the played action for the next search.
+        - `gamma`: discount per move, in (0, 1].
+        - `c_init`, `c_base`: exploration constants of the PUCT rule,
+          `c = c_init + log((N + c_base + 1) / c_base)` (as in the AlphaZero paper and mctx).
+        - `dirichlet_alpha`, `dirichlet_fraction`: root noise over the legal actions;
+          fraction 0 switches it off.
+        - `temperature`: the action is sampled proportionally to `visits ** (1 /
+          temperature)`; 0 takes the most visited action (lowest index on ties).
+        - `q_normalisation`: `"siblings"` (mctx's default) or `"tree"` (MuZero's min/max
+          over the whole tree, for single-player games with rewards).
+        """
+        _check_common(num_simulations, max_depth, capacity, gamma, q_normalisation)
+        check_float("c_init", c_init, low=0.0)
+        check_float("c_base", c_base, low=0.0, low_open=True)
+        check_float("dirichlet_alpha", dirichlet_alpha, low=0.0, low_open=True)
+        check_float("dirichlet_fraction", dirichlet_fraction, low=0.0, high=1.0)
+        check_float("temperature", temperature, low=0.0)
+        self.num_simulations = num_simulations
+        self.max_depth = max_depth
+        self.capacity = _default_capacity(num_simulations, capacity, reuse_tree)
+        self.reuse_tree = bool(reuse_tree)
+        self.gamma = float(gamma)
+        self.c_init = float(c_init)
+        self.c_base = float(c_base)
+        self.dirichlet_alpha = float(dirichlet_alpha)
+        self.dirichlet_fraction = float(dirichlet_fraction)
+        self.temperature = float(temperature)
+        self.q_normalisation = q_normalisation
+
+    def init(self, env: AbstractEnv, batch_size: int) -> Tree:
+        check_players(env)
+        check_positive_int("batch_size", batch_size)
+        return empty_tree(env, batch_size, self.capacity)
+
+    def _select(self, children: _Children) -> Int[Array, " batch"]:
+        node_visits = children.node_visits.astype(jnp.float32)
+        exploration = self.c_init + jnp.log((node_visits + self.c_base + 1.0) / self.c_base)
+        prior = jax.nn.softmax(children.prior_logits, axis=-1)
+        policy_score = (
+            (jnp.sqrt(node_visits) * exploration)[:, None]
+            * prior
+            / (children.visits + 1).astype(jnp.float32)
+        )
+        value_score = puct_value_score(
+            children.q,
+            children.visits > 0,
+            children.node_value,
+            children.tree_low,
+            children.tree_high,
+        )
+        return _masked_argmax(value_score + policy_score, children.legal_action_mask)
+
+    def __call__(
+        self, net: Any, env: AbstractEnv, tree: Tree, env_state: EnvState, *, key: PRNGKey
+    ) -> SearchOutput:
+        check_players(env)
+        noise_key, search_key, action_key = jax.random.split(key, 3)
+        evaluation = evaluate(net, env, env_state)
+        legal = evaluation.legal_action_mask
+        # Noise is mixed into the prior over the legal actions only; like mctx, the noisy
+        # probabilities become logits again (also when the fraction is 0).
+        gammas = jax.random.gamma(noise_key, self.dirichlet_alpha, legal.shape)
+        gammas = jnp.where(legal, gammas, 0.0)
+        noise = gammas / jnp.maximum(jnp.sum(gammas, axis=-1, keepdims=True), 1e-30)
+        prior = jax.nn.softmax(evaluation.logits, axis=-1)
+        noisy = (1.0 - self.dirichlet_fraction) * prior + self.dirichlet_fraction * noise
+        logits = jnp.log(jnp.maximum(noisy, jnp.finfo(jnp.float32).tiny))
+        logits = jnp.where(legal, logits - jnp.max(logits, axis=-1, keepdims=True), ILLEGAL_LOGIT)
+        tree = _start(tree, env_state, evaluation, logits, self.reuse_tree)
+
+        def root_select(tree, search_visits, tree_range):
+            del search_visits
+            return self._select(_gather_children(tree, jnp.zeros_like(tree.num_nodes), tree_range))
+
+        tree, _ = _run(self, net, env, tree, root_select, self._select, search_key)
+        visits = _root_children(tree).visits
+        total = jnp.sum(visits, axis=-1, keepdims=True)
+        uniform = legal.astype(jnp.float32) / jnp.sum(legal.astype(jnp.float32), -1, keepdims=True)
+        policy_target = jnp.where(
+            total > 0,
+            visits.astype(jnp.float32) / jnp.maximum(total, 1).astype(jnp.float32),
+            uniform,
+        )
+        if self.temperature == 0.0:
+            action = _masked_argmax(policy_target, legal)
+        else:
+            action_logits = jnp.where(
+                policy_target > 0,
+                jnp.log(jnp.maximum(policy_target, jnp.finfo(jnp.float32).tiny)) / self.temperature,
+                -jnp.inf,
+            )
+            action = jax.random.categorical(action_key, action_logits).astype(jnp.int32)
+        return SearchOutput(
+            action=action, policy_target=policy_target, root_value=tree.value[:, 0], tree=tree
+        )
+
+    def advance(
+        self, tree: Tree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
+    ) -> Tree:
+        if not self.reuse_tree:
+            return tree  # every search starts afresh anyway
+        return keep_subtree(tree, action, done)
+
+
+class Gumbel(AbstractSearch):
+    """Gumbel MuZero search (Danihelka et al., 2022): Gumbel-top-k and sequential halving at
+    the root, deterministic improved-policy selection below it, and policy targets
+    `softmax(logits + sigma(completed_q))`."""
+
+    num_simulations: int = eqx.field(static=True)
+    max_depth: int | None = eqx.field(static=True)
+    capacity: int = eqx.field(static=True)
+    reuse_tree: bool = eqx.field(static=True)
+    gamma: float = eqx.field(static=True)
+    max_num_considered_actions: int = eqx.field(static=True)
+    gumbel_scale: float = eqx.field(static=True)
+    value_scale: float = eqx.field(static=True)
+    maxvisit_init: float = eqx.field(static=True)
+    rescale_values: bool = eqx.field(static=True)
+    use_mixed_value: bool = eqx.field(static=True)
+    q_normalisation: str = eqx.field(static=True)
+
+    def __init__(
+        self,
+        num_simulations: int,
+        *,
+        max_depth: int | None = None,
+        capacity: int | None = None,
+        reuse_tree: bool = False,
+        gamma: float = 1.0,
+        max_num_considered_actions: int = 16,
+        gumbel_scale: float = 1.0,
+        value_scale: float = 0.1,
+        maxvisit_init: float = 50.0,
+        rescale_values: bool = True,
+        use_mixed_value: bool = True,
+        q_normalisation: str = "siblings",
+    ):
+        """**Arguments:**
+
+        - `num_simulations`, `max_depth`, `capacity`, `reuse_tree`, `gamma`: as
+          [`azx.search.PUCT`][].
+        - `max_num_considered_actions`: actions sampled by Gumbel-top-k at the root and
+          narrowed down by sequential halving.
+        - `gumbel_scale`: scale of the Gumbel noise; 0 makes the search deterministic.
+        - `value_scale`, `maxvisit_init`: sigma(q) = `(maxvisit_init + max visits) *
+          value_scale * q`.
+        - `rescale_values`: rescale completed Q to [0, 1] by its min and max.
+        - `use_mixed_value`: complete unvisited Q with the mixed value (otherwise the
+          network value).
+        - `q_normalisation`: `"siblings"` (mctx) or `"tree"`, which widens the rescaling
+          range to every Q in the tree.
+        """
+        _check_common(num_simulations, max_depth, capacity, gamma, q_normalisation)
+        check_positive_int("max_num_considered_actions", max_num_considered_actions)
+        check_float("gumbel_scale", gumbel_scale, low=0.0)
+        check_float("value_scale", value_scale, low=0.0, low_open=True)
+        check_float("maxvisit_init", maxvisit_init, low=0.0)
+        self.num_simulations = num_simulations
+        self.max_depth = max_depth
+        self.capacity = _default_capacity(num_simulations, capacity, reuse_tree)
+        self.reuse_tree = bool(reuse_tree)
+        self.gamma = float(gamma)
+        self.max_num_considered_actions = max_num_considered_actions
+        self.gumbel_scale = float(gumbel_scale)
+        self.value_scale = float(value_scale)
+        self.maxvisit_init = float(maxvisit_init)
+        self.rescale_values = bool(rescale_values)
+        self.use_mixed_value = bool(use_mixed_value)
+        self.q_normalisation = q_normalisation
+
+    def init(self, env: AbstractEnv, batch_size: int) -> Tree:
+        check_players(env)
+        check_positive_int("batch_size", batch_size)
+        return empty_tree(env, batch_size, self.capacity)
+
+    def _completed_q(self, children: _Children) -> Float[Array, "batch num_actions"]:
+        return completed_q(
+            children.raw_value,
+            children.q,
+            children.visits,
+            children.prior_logits,
+            value_scale=self.value_scale,
+            maxvisit_init=self.maxvisit_init,
+            rescale_values=self.rescale_values,
+            use_mixed_value=self.use_mixed_value,
+            tree_low=children.tree_low,
+            tree_high=children.tree_high,
+        )
+
+    def _select(self, children: _Children) -> Int[Array, " batch"]:
+        # Visit frequencies that track the improved policy (the paper's section 5).
+        improved = jax.nn.softmax(children.prior_logits + self._completed_q(children), axis=-1)
+        visits = children.visits.astype(jnp.float32)
+        total = jnp.sum(visits, axis=-1, keepdims=True)
+        return _masked_argmax(improved - visits / (1.0 + total), children.legal_action_mask)
+
+    def _halving_score(
+        self,
+        considered_visits: Int[Array, " batch"],
+        search_visits: Int[Array, "batch num_actions"],
+        gumbel: Float[Array, "batch num_actions"],
+        logits: Float[Array, "batch num_actions"],
+        completed: Float[Array, "batch num_actions"],
+    ) -> Float[Array, "batch num_actions"]:
+        # Only actions with exactly the visit count the schedule asks for are candidates.
+        score = jnp.maximum(ILLEGAL_LOGIT, gumbel + logits + completed)
+        return jnp.where(search_visits == considered_visits[:, None], score, -jnp.inf)
+
+    def __call__(
+        self, net: Any, env: AbstractEnv, tree: Tree, env_state: EnvState, *, key: PRNGKey
+    ) -> SearchOutput:
+        check_players(env)
+        gumbel_key, search_key = jax.random.split(key)
+        evaluation = evaluate(net, env, env_state)
+        legal = evaluation.legal_action_mask
+        logits = evaluation.logits
+        logits = jnp.where(legal, logits - jnp.max(logits, axis=-1, keepdims=True), ILLEGAL_LOGIT)
+        gumbel = self.gumbel_scale * jax.random.gumbel(gumbel_key, logits.shape, jnp.float32)
+        tree = _start(tree, env_state, evaluation, logits, self.reuse_tree)
+
+        table = jnp.asarray(
+            considered_visits_table(self.max_num_considered_actions, self.num_simulations),
+            jnp.int32,
+        )
+        num_legal = jnp.sum(legal.astype(jnp.int32), axis=-1)
+        num_considered = jnp.minimum(self.max_num_considered_actions, num_legal)
+
+        def root_select(tree, search_visits, tree_range):
+            children = _gather_children(tree, jnp.zeros_like(tree.num_nodes), tree_range)
+            simulation = jnp.minimum(jnp.sum(search_visits, axis=-1), self.num_simulations - 1)
+            considered = table[num_considered, simulation]
+            score = self._halving_score(
+                considered, search_visits, gumbel, logits, self._completed_q(children)
+            )
+            return _masked_argmax(score, legal)
+
+        tree, search_visits = _run(self, net, env, tree, root_select, self._select, search_key)
+        tree_range = _tree_q_range(tree) if self.q_normalisation == "tree" else None
+        root = _gather_children(tree, jnp.zeros_like(tree.num_nodes), tree_range)
+        completed = self._completed_q(root)
+        most_visits = jnp.max(search_visits, axis=-1)
+        action = _masked_argmax(
+            self._halving_score(most_visits, search_visits, gumbel, logits, completed), legal
+        )
+        policy_target = jax.nn.softmax(jnp.where(legal, logits + completed, ILLEGAL_LOGIT), axis=-1)
+        return SearchOutput(
+            action=action, policy_target=policy_target, root_value=tree.value[:, 0], tree=tree
+        )
+
+    def advance(
+        self, tree: Tree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
+    ) -> Tree:
+        if not self.reuse_tree:
+            return tree  # every search starts afresh anyway
+        return keep_subtree(tree, action, done)
