@@ -1,7 +1,9 @@
+import contextlib
 import functools
 import inspect
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import pgx
 from jaxtyping import Array, Bool, Float, Int, Shaped
@@ -26,10 +28,22 @@ _PGX_MAKE_DEFAULTS: dict[str, dict[str, object]] = {
 def _pgx_env(name: str, kwargs: tuple[tuple[str, object], ...]) -> pgx.Env:
     # One pgx object per configuration, so that equal configurations give equal (static)
     # Module fields and jitted functions do not recompile for a second `make` call.
-    env = pgx.make(name)
-    if kwargs:
-        env = type(env)(**(_PGX_MAKE_DEFAULTS.get(name, {}) | dict(kwargs)))
+    # pgx builds default arrays when a game module is first imported; evaluate them
+    # eagerly even if `make` is called while tracing, or they would leak as tracers.
+    with jax.ensure_compile_time_eval():
+        env = pgx.make(name)
+        if kwargs:
+            env = type(env)(**(_PGX_MAKE_DEFAULTS.get(name, {}) | dict(kwargs)))
     return env
+
+
+@contextlib.contextmanager
+def _pgx_promotion():
+    # pgx is written for JAX's default (standard) dtype promotion and implicit rank
+    # promotion; some games (go, backgammon) fail under the strict modes that careful users
+    # (and our tests) turn on. Trace pgx code under the rules it was written for.
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
 
 
 class PgxEnv(AbstractEnv):
@@ -62,9 +76,8 @@ class PgxEnv(AbstractEnv):
             raise ValueError(
                 f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}"
             )
-        import jax
-
-        state = env.init(jax.random.key(0))
+        with _pgx_promotion():  # shapes only: nothing is computed
+            state = jax.eval_shape(env.init, jax.random.key(0))
         self.name = env.id
         self.env = env
         self.max_episode_steps = max_episode_steps
@@ -74,11 +87,13 @@ class PgxEnv(AbstractEnv):
         self.observation_dtype = jnp.dtype(state.observation.dtype)
 
     def init(self, key: PRNGKey) -> EnvState:
-        return self.env.init(key)
+        with _pgx_promotion():
+            return self.env.init(key)
 
     def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
         # pgx passes `key` on to the game; games without chance ignore it.
-        state = self.env.step(state, action, key)
+        with _pgx_promotion():
+            state = self.env.step(state, action, key)
         if self.max_episode_steps is not None:
             out_of_time = (state._step_count >= self.max_episode_steps) & ~state.terminated
             state = state.replace(truncated=state.truncated | out_of_time)

@@ -8,14 +8,16 @@ from ._common import as_float, check_positive_int, check_shape, value_out
 
 
 def _image_shape(observation_shape: tuple[int, ...]) -> tuple[int, int, int]:
-    # pgx observations are channels-last (H, W, C); vectors become a 1x1 image whose
-    # channels are the features, and a plain 2-D board gets one channel.
+    # pgx observations are channels-last (H, W, C); a plain 2-D board gets one channel,
+    # and a feature vector (backgammon's points) becomes a one-channel 1 x n strip, so the
+    # 3x3 convolutions act along it. (As a 1x1 image with n channels, the heads' group
+    # normalisation would see one value per group and output zeros.)
     if len(observation_shape) == 3:
         height, width, channels = observation_shape
     elif len(observation_shape) == 2:
         (height, width), channels = observation_shape, 1
     elif len(observation_shape) == 1:
-        height, width, channels = 1, 1, observation_shape[0]
+        height, width, channels = 1, observation_shape[0], 1
     else:
         raise ValueError(
             "AlphaZeroResNet takes observations of rank 1, 2 or 3 (H, W, C), "
