@@ -1,9 +1,11 @@
 """The mctx backend: `mctx.muzero_policy` and `mctx.gumbel_muzero_policy` behind AbstractSearch."""
 
+import contextlib
 import functools
 from typing import Any
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import mctx
 from jaxtyping import Array, Bool, Float, Int
@@ -91,6 +93,14 @@ def qtransform_completed_by_tree(
     )
 
 
+@contextlib.contextmanager
+def _lenient_numerics():
+    # mctx relies on implicit int->float promotion and rank broadcasting; keep it working
+    # when the caller runs JAX in strict mode (as azx's own test suite does).
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        yield
+
+
 def _root(net, env: AbstractEnv, env_state: EnvState):
     evaluation = evaluate(net, env, env_state)
     root = mctx.RootFnOutput(
@@ -160,21 +170,22 @@ class MctxPUCT(AbstractSearch):
             if self.q_normalisation == "siblings"
             else qtransform_by_tree
         )
-        output = mctx.muzero_policy(
-            params=(),
-            rng_key=key,
-            root=root,
-            recurrent_fn=_recurrent_fn(net, env, self.gamma),
-            num_simulations=self.num_simulations,
-            invalid_actions=~evaluation.legal_action_mask,
-            max_depth=self.max_depth,
-            qtransform=qtransform,
-            dirichlet_fraction=self.dirichlet_fraction,
-            dirichlet_alpha=self.dirichlet_alpha,
-            pb_c_init=self.c_init,
-            pb_c_base=self.c_base,
-            temperature=self.temperature,
-        )
+        with _lenient_numerics():
+            output = mctx.muzero_policy(
+                params=(),
+                rng_key=key,
+                root=root,
+                recurrent_fn=_recurrent_fn(net, env, self.gamma),
+                num_simulations=self.num_simulations,
+                invalid_actions=~evaluation.legal_action_mask,
+                max_depth=self.max_depth,
+                qtransform=qtransform,
+                dirichlet_fraction=self.dirichlet_fraction,
+                dirichlet_alpha=self.dirichlet_alpha,
+                pb_c_init=self.c_init,
+                pb_c_base=self.c_base,
+                temperature=self.temperature,
+            )
         return SearchOutput(
             action=output.action.astype(jnp.int32),
             policy_target=output.action_weights,
@@ -262,18 +273,19 @@ class MctxGumbel(AbstractSearch):
                 maxvisit_init=self.maxvisit_init,
                 use_mixed_value=self.use_mixed_value,
             )
-        output = mctx.gumbel_muzero_policy(
-            params=(),
-            rng_key=key,
-            root=root,
-            recurrent_fn=_recurrent_fn(net, env, self.gamma),
-            num_simulations=self.num_simulations,
-            invalid_actions=~evaluation.legal_action_mask,
-            max_depth=self.max_depth,
-            qtransform=qtransform,
-            max_num_considered_actions=self.max_num_considered_actions,
-            gumbel_scale=self.gumbel_scale,
-        )
+        with _lenient_numerics():
+            output = mctx.gumbel_muzero_policy(
+                params=(),
+                rng_key=key,
+                root=root,
+                recurrent_fn=_recurrent_fn(net, env, self.gamma),
+                num_simulations=self.num_simulations,
+                invalid_actions=~evaluation.legal_action_mask,
+                max_depth=self.max_depth,
+                qtransform=qtransform,
+                max_num_considered_actions=self.max_num_considered_actions,
+                gumbel_scale=self.gumbel_scale,
+            )
         return SearchOutput(
             action=output.action.astype(jnp.int32),
             policy_target=output.action_weights,

@@ -62,6 +62,16 @@ class Tree(eqx.Module):
     def batch_size(self) -> int:
         return self.visits.shape[0]
 
+    def child_visits(self, node: Int[Array, " batch"]) -> Int[Array, "batch num_actions"]:
+        """Visit count of each edge out of `node` (0 where the edge has no node)."""
+        batch = jnp.arange(self.batch_size)
+        child = self.children[batch, node]
+        return jnp.where(child != UNVISITED, self.visits[batch[:, None], jnp.maximum(child, 0)], 0)
+
+    def root_child_visits(self) -> Int[Array, "batch num_actions"]:
+        """Visit count of each action at the root: the PUCT policy target, unnormalised."""
+        return self.child_visits(jnp.full(self.batch_size, ROOT_INDEX, jnp.int32))
+
 
 def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
     """An empty batch of trees; its environment states are copies of a fresh episode."""

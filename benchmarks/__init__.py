@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m benchmarks.search` (also `nox -s bench`)."""
