@@ -80,6 +80,7 @@ class RewardChain(AbstractEnv):
         return jnp.int32(0)
 
 
+@eqx.filter_jit
 def random_positions(env: AbstractEnv, key, batch_size: int, max_moves: int):
     """Positions reached by 0..max_moves random legal moves, never terminal."""
 
@@ -99,16 +100,25 @@ def random_positions(env: AbstractEnv, key, batch_size: int, max_moves: int):
     return jax.vmap(one)(jax.random.split(key, batch_size))
 
 
-def play(env: AbstractEnv, actions: list[int]):
-    """The position after `actions` from the start of `env`."""
-    state = env.init(jax.random.key(0))
-    for action in actions:
-        state = env.step(state, jnp.int32(action), jax.random.key(0))
-    return state
+MAX_MOVES = 12
 
 
-def stack(states):
-    return jax.tree.map(lambda *xs: jnp.stack(xs), *states)
+@eqx.filter_jit
+def _play(env: AbstractEnv, moves: Int[Array, "batch max_moves"]):
+    def one(moves):
+        state = env.init(jax.random.key(0))
+        for action in moves:  # -1 pads the shorter move lists
+            after = env.step(state, jnp.maximum(action, 0), jax.random.key(0))
+            state = jax.tree.map(lambda new, old: jnp.where(action >= 0, new, old), after, state)
+        return state
+
+    return jax.vmap(one)(moves)
+
+
+def play(env: AbstractEnv, move_lists: list[list[int]]):
+    """The batch of positions reached by each list of moves from the start of `env`."""
+    padded = [moves + [-1] * (MAX_MOVES - len(moves)) for moves in move_lists]
+    return _play(env, jnp.asarray(padded, jnp.int32))
 
 
 def mlp(env: AbstractEnv, seed: int, bounded_value: bool = True):
