@@ -1,6 +1,7 @@
 """Batched search: one interface, a native MCTS and an mctx backend."""
 
 from ._abstract import AbstractSearch as AbstractSearch, SearchOutput as SearchOutput
+from ._make import make as make
 from ._mctx import MctxGumbel as MctxGumbel, MctxPUCT as MctxPUCT, MctxTree as MctxTree
 from ._model import (
     ILLEGAL_LOGIT as ILLEGAL_LOGIT,

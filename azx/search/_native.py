@@ -307,7 +307,7 @@ def _run(
 ) -> tuple[Tree, Int[Array, "batch num_actions"]]:
     """Run the simulations. Returns the tree and each root action's visits in this search."""
     capacity = tree.capacity
-    max_depth = min(search.max_depth or search.num_simulations, capacity - 1)
+    max_depth = min(search.max_depth or capacity - 1, capacity - 1)
     path_length = max_depth + 1
     batch = jnp.arange(tree.batch_size)
 

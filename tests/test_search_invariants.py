@@ -1,0 +1,160 @@
+"""Properties every search must keep, on random positions (hypothesis), and the interface:
+one compile, configuration errors, the mctx backend behind the same calls."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+from test_search_common import mlp, random_positions
+
+import azx
+from azx.search import (
+    PUCT,
+    UNVISITED,
+    AbstractSearch,
+    Gumbel,
+    MctxGumbel,
+    MctxPUCT,
+    SearchOutput,
+    Tree,
+    make,
+)
+
+
+BATCH = 4
+SIMULATIONS = 24
+ENV = azx.envs.make("connect_four")
+NET = mlp(ENV, seed=5)
+
+# Small capacities force the "tree is full" path: leaves are evaluated, not stored.
+SEARCHES = {
+    "puct": PUCT(SIMULATIONS, reuse_tree=True),
+    "puct-capacity-5": PUCT(SIMULATIONS, capacity=5, reuse_tree=True),
+    "gumbel": Gumbel(SIMULATIONS, reuse_tree=True, max_num_considered_actions=4),
+    "gumbel-capacity-3-depth-2": Gumbel(SIMULATIONS, capacity=3, max_depth=2, reuse_tree=True),
+}
+
+
+@eqx.filter_jit
+def _move(search, tree, states, key):
+    """One search, the move it chose, and the tree advanced along it."""
+    output = search(NET, ENV, tree, states, key=key)
+    done_key, step_key = jax.random.split(key)
+    keys = jax.random.split(step_key, BATCH)
+    next_states = jax.vmap(ENV.step)(states, output.action, keys)
+    done = jax.vmap(ENV.terminated)(next_states)
+    return output, search.advance(output.tree, output.action, done), next_states
+
+
+def _check_tree(tree: Tree, search):
+    num_nodes = np.asarray(tree.num_nodes)
+    assert np.all((1 <= num_nodes) & (num_nodes <= search.capacity))
+    for b in range(BATCH):
+        n = int(num_nodes[b])
+        children = np.asarray(tree.children[b, :n])
+        assert np.all((children == UNVISITED) | ((children > 0) & (children < n)))
+        parent = np.asarray(tree.parent[b, :n])
+        action = np.asarray(tree.action_from_parent[b, :n])
+        legal = np.asarray(tree.legal_action_mask[b, :n])
+        visits = np.asarray(tree.visits[b, :n])
+        terminal = np.asarray(tree.terminal[b, :n])
+        for node in range(1, n):
+            assert 0 <= parent[node] < node
+            assert children[parent[node], action[node]] == node
+            assert legal[parent[node], action[node]], "an illegal move was stored"
+        assert np.all(visits >= 1)
+        # A node's visits are its own evaluation plus its children's, and more only when
+        # leaves could not be stored (full tree), a terminal node was revisited, or the
+        # depth limit stopped the descent at it.
+        child_visits = np.where(children == UNVISITED, 0, visits[np.maximum(children, 0)])
+        below = 1 + child_visits.sum(axis=1)
+        assert np.all(visits >= below)
+        if n < search.capacity and search.max_depth is None:  # never full, no depth limit
+            np.testing.assert_array_equal(visits[~terminal], below[~terminal])
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHES))
+@settings(max_examples=3, deadline=None, derandomize=True)
+@given(seed=st.integers(0, 2**16))
+def test_invariants_over_several_moves(name, seed):
+    search = SEARCHES[name]
+    states = random_positions(ENV, jax.random.key(seed), BATCH, max_moves=30)
+    tree = search.init(ENV, BATCH)
+    for move in range(3):
+        reused = np.asarray(tree.visits[:, 0]) * (np.asarray(tree.num_nodes) > 0)
+        output, tree_after, next_states = _move(search, tree, states, jax.random.key(seed + move))
+        legal = np.asarray(jax.vmap(ENV.legal_action_mask)(states))
+        terminal = np.asarray(jax.vmap(ENV.terminated)(states))
+        action = np.asarray(output.action)
+        assert np.all(legal[np.arange(BATCH), action]), "an illegal action was chosen"
+        target = np.asarray(output.policy_target)
+        assert np.all(target[~legal] == 0)
+        np.testing.assert_allclose(target.sum(axis=1), 1.0, rtol=1e-5)
+        # Root visits: the simulations plus what was reused (a fresh root counts itself).
+        root_visits = np.asarray(output.tree.visits[:, 0])
+        np.testing.assert_array_equal(root_visits, np.maximum(reused, 1) + SIMULATIONS)
+        assert np.all(np.isfinite(np.asarray(output.root_value)))
+        _check_tree(output.tree, search)
+        tree, states = tree_after, next_states
+        if terminal.all():
+            break
+
+
+def test_full_tree_keeps_searching_without_writing_out_of_bounds():
+    # Capacity 2: the root and one child. Every other leaf is evaluated and backed up only.
+    search = PUCT(16, capacity=2, dirichlet_fraction=0.0)
+    states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=4)
+    output, _, _ = _move(search, search.init(ENV, BATCH), states, jax.random.key(1))
+    assert output.tree.visits.shape == (BATCH, 2)
+    np.testing.assert_array_equal(np.asarray(output.tree.num_nodes), 2)
+    np.testing.assert_array_equal(np.asarray(output.tree.visits[:, 0]), 17)
+
+
+def test_one_compile_for_many_searches():
+    search = Gumbel(8, reuse_tree=True)
+
+    @eqx.filter_jit
+    @eqx.debug.assert_max_traces(max_traces=1)
+    def move(tree, states, key):
+        output = search(NET, ENV, tree, states, key=key)
+        return output, search.advance(output.tree, output.action, jnp.zeros(BATCH, bool))
+
+    tree = search.init(ENV, BATCH)
+    for seed in range(3):
+        states = random_positions(ENV, jax.random.key(seed), BATCH, max_moves=6)
+        _, tree = move(tree, states, jax.random.key(seed))
+
+
+@pytest.mark.parametrize("cls", [MctxPUCT, MctxGumbel])
+def test_mctx_backend_behind_the_same_interface(cls):
+    search = make("puct" if cls is MctxPUCT else "gumbel", 8, backend="mctx")
+    assert isinstance(search, cls) and isinstance(search, AbstractSearch)
+    states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=6)
+    output, tree, _ = _move(search, search.init(ENV, BATCH), states, jax.random.key(0))
+    assert isinstance(output, SearchOutput)
+    legal = np.asarray(jax.vmap(ENV.legal_action_mask)(states))
+    assert np.all(legal[np.arange(BATCH), np.asarray(output.action)])
+    np.testing.assert_allclose(np.asarray(output.policy_target).sum(axis=1), 1.0, rtol=1e-5)
+    assert jax.tree.leaves(tree) == []  # mctx keeps nothing between searches
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: PUCT(0), "num_simulations"),
+        (lambda: PUCT(8, capacity=1), "capacity"),
+        (lambda: PUCT(8, dirichlet_fraction=1.5), "dirichlet_fraction"),
+        (lambda: PUCT(8, temperature=-1.0), "temperature"),
+        (lambda: PUCT(8, gamma=0.0), "gamma"),
+        (lambda: Gumbel(8, q_normalisation="global"), "q_normalisation"),
+        (lambda: Gumbel(8, max_num_considered_actions=0), "max_num_considered_actions"),
+        (lambda: MctxGumbel(8, gumbel_scale=-1.0), "gumbel_scale"),
+        (lambda: make("alphazero", 8), "algo"),
+        (lambda: make("puct", 8, backend="mctx", reuse_tree=True), "MctxPUCT"),
+    ],
+)
+def test_configuration_errors_name_the_bad_value(build, message):
+    with pytest.raises(ValueError, match=message):
+        build()
