@@ -54,11 +54,11 @@ def _dominance(names: list[str], scored: np.ndarray) -> tuple[list[str], list[st
 
 
 def elo_ratings(
-    results: Mapping[tuple[str, str], tuple[int, int, int]],
+    results: Mapping[tuple[str, str], tuple[int | float, int | float, int | float]],
     *,
     anchor: str = "random",
-    confidence: float = 0.95,
-    prior_draws: float = 0.0,
+    confidence: int | float = 0.95,
+    prior_draws: int | float = 0.0,
 ) -> dict[str, tuple[float, float, float]]:
     """Elo ratings with confidence intervals, from all pairwise results.
 

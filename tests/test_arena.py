@@ -1,0 +1,237 @@
+"""Arena: agents against known game values, matches, and Elo against known answers."""
+
+import functools
+import math
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import azx
+from azx.arena import (
+    GreedyAgent,
+    MatchResult,
+    NetworkAgent,
+    RandomAgent,
+    RolloutMCTSAgent,
+    SearchAgent,
+    TicTacToeSolver,
+    elo_ratings,
+    play_match,
+)
+
+
+TIC_TAC_TOE = azx.envs.make("tic_tac_toe")
+CONNECT_FOUR = azx.envs.make("connect_four")
+
+
+@functools.cache
+def solver() -> TicTacToeSolver:
+    return TicTacToeSolver()
+
+
+@functools.partial(eqx.filter_jit, donate="none")
+def jit_match(env, agent_a, agent_b, key, num_games, max_moves=None):
+    return play_match(env, agent_a, agent_b, num_games=num_games, key=key, max_moves=max_moves)
+
+
+@functools.partial(eqx.filter_jit, donate="none")
+def jit_act(env, agent, state, key):
+    batch_size = jax.tree.leaves(state)[0].shape[0]
+    action, _ = agent(env, agent.init(env, batch_size), state, key=key)
+    return action
+
+
+@functools.partial(eqx.filter_jit, donate="none")
+def _play_moves(env, moves):
+    def play(moves):
+        def step(state, action):
+            # -1 pads shorter move lists: no move.
+            stepped = env.step(state, jnp.maximum(action, 0), jax.random.key(0))
+            state = jax.tree.map(lambda new, old: jnp.where(action >= 0, new, old), stepped, state)
+            return state, None
+
+        return jax.lax.scan(step, env.init(jax.random.key(0)), moves)[0]
+
+    return jax.vmap(play)(moves)
+
+
+def positions(env, games: list[list[int]]):
+    """A batch of states, one per move sequence."""
+    length = max(1, max(len(moves) for moves in games))
+    padded = [moves + [-1] * (length - len(moves)) for moves in games]
+    return _play_moves(env, jnp.asarray(padded, jnp.int32))
+
+
+# Cells: 0 1 2 / 3 4 5 / 6 7 8. Each position: (moves so far, the only winning/saving move).
+WINS_IN_ONE = [
+    ([0, 3, 1, 4], 2),  # X completes the top row (O's threat at 5 is ignored)
+    ([0, 3, 1, 4, 8], 5),  # O completes the middle row although X threatens 2
+    ([4, 0, 2, 1], 6),  # X wins on the anti-diagonal
+]
+FORCED_BLOCKS = [
+    ([0, 4, 1], 2),  # O must block the top row
+    ([4, 0, 8, 2], 1),  # X must block O's top row
+]
+
+
+def test_solver_empty_board_is_a_draw():
+    state = positions(TIC_TAC_TOE, [[]])
+    assert int(solver().value(TIC_TAC_TOE, state)[0]) == 0
+    result = jit_match(TIC_TAC_TOE, solver(), solver(), jax.random.key(0), 40)
+    assert result.counts == (0, 40, 0)
+    assert bool(jnp.all(result.finished))
+
+
+def test_solver_known_positions():
+    wins = positions(TIC_TAC_TOE, [moves for moves, _ in WINS_IN_ONE])
+    assert jnp.all(solver().value(TIC_TAC_TOE, wins) == 1)
+    blocks = [positions(TIC_TAC_TOE, [moves]) for moves, _ in FORCED_BLOCKS]
+    for state in blocks:  # the blocked side draws with perfect play
+        assert int(solver().value(TIC_TAC_TOE, state)[0]) == 0
+    for seed in range(5):
+        key = jax.random.key(seed)
+        action = jit_act(TIC_TAC_TOE, solver(), wins, key)
+        assert action.tolist() == [best for _, best in WINS_IN_ONE]
+        for state, (_, best) in zip(blocks, FORCED_BLOCKS):
+            assert int(jit_act(TIC_TAC_TOE, solver(), state, key)[0]) == best
+
+
+def test_solver_never_loses_to_random():
+    result = jit_match(TIC_TAC_TOE, solver(), RandomAgent(), jax.random.key(1), 300)
+    assert result.losses == 0
+    wins_first, _, _ = result.as_first
+    assert wins_first >= 0.9 * 150
+    assert result.wins >= 0.75 * 300
+
+
+def test_match_colours_alternate_and_counts_add_up():
+    result = jit_match(TIC_TAC_TOE, solver(), RandomAgent(), jax.random.key(2), 100)
+    assert isinstance(result, MatchResult)
+    assert sum(result.counts) == result.num_games == 100
+    assert sum(result.as_first) == sum(result.as_second) == 50
+    assert tuple(map(sum, zip(result.as_first, result.as_second))) == result.counts
+    assert result.a_moved_first.tolist() == [True] * 50 + [False] * 50
+    # In tic-tac-toe the winner makes the last move: the first mover wins on odd moves.
+    won = np.asarray(result.outcome) == 1
+    odd = np.asarray(result.num_moves) % 2 == 1
+    assert np.all(odd[won] == np.asarray(result.a_moved_first)[won])
+    low, high = result.score_interval()
+    assert 0 <= low <= result.score <= high <= 1
+    # Swapping the agents mirrors the result.
+    mirrored = jit_match(TIC_TAC_TOE, RandomAgent(), solver(), jax.random.key(3), 100)
+    assert mirrored.wins == 0
+
+
+def test_max_moves_stops_games():
+    result = jit_match(TIC_TAC_TOE, RandomAgent(), RandomAgent(), jax.random.key(4), 10, 3)
+    assert np.all(np.asarray(result.num_moves) == 3)
+    assert result.num_unfinished == 10 and result.counts == (0, 10, 0)
+
+
+def test_random_agent_plays_only_legal_moves():
+    state = positions(TIC_TAC_TOE, [[0, 4, 8, 2, 6]] * 64)
+    legal = jax.vmap(TIC_TAC_TOE.legal_action_mask)(state)
+    action = jit_act(TIC_TAC_TOE, RandomAgent(), state, jax.random.key(5))
+    assert jnp.all(legal[jnp.arange(64), action])
+    assert set(action.tolist()) == {1, 3, 5, 7}  # all four legal moves appear
+
+
+def test_greedy_takes_immediate_wins():
+    wins = positions(TIC_TAC_TOE, [moves for moves, _ in WINS_IN_ONE])
+    for seed in range(3):
+        action = jit_act(TIC_TAC_TOE, GreedyAgent(), wins, jax.random.key(seed))
+        assert action.tolist() == [best for _, best in WINS_IN_ONE]
+
+
+# Connect four: columns 0..6. After these moves the player to move wins in column 3
+# (three in a row at the bottom: 0, 1, 2 by the first player; the second stacks on 0..2).
+C4_WIN_IN_ONE = [0, 0, 1, 1, 2, 2]
+
+
+def test_rollout_mcts_finds_a_win_in_one():
+    state = positions(CONNECT_FOUR, [C4_WIN_IN_ONE] * 4)
+    action = jit_act(CONNECT_FOUR, RolloutMCTSAgent(100), state, jax.random.key(6))
+    assert action.tolist() == [3] * 4
+
+
+def test_rollout_mcts_beats_random_at_connect_four():
+    result = jit_match(CONNECT_FOUR, RolloutMCTSAgent(32), RandomAgent(), jax.random.key(7), 20)
+    assert result.wins >= 18, str(result)
+
+
+def test_network_and_search_agents_play_legal_games():
+    net = azx.nets.UniformPolicy(TIC_TAC_TOE.num_actions)
+    search = azx.search.make("gumbel", 16, gumbel_scale=0.0)
+    result = jit_match(
+        TIC_TAC_TOE, SearchAgent(net, search), NetworkAgent(net), jax.random.key(8), 20
+    )
+    assert sum(result.counts) == 20 and bool(jnp.all(result.finished))
+    # A uniform "network" alone plays the first legal cell; search on game rewards
+    # alone must not lose to it.
+    assert result.losses == 0, str(result)
+
+
+def test_agent_arguments_are_checked():
+    with pytest.raises(ValueError, match="num_simulations"):
+        RolloutMCTSAgent(0)
+    with pytest.raises(ValueError, match="exploration"):
+        RolloutMCTSAgent(10, exploration=-1.0)
+    with pytest.raises(ValueError, match="even"):
+        play_match(TIC_TAC_TOE, RandomAgent(), RandomAgent(), num_games=3, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="tic_tac_toe"):
+        state = positions(CONNECT_FOUR, [[]])
+        solver()(CONNECT_FOUR, solver().init(CONNECT_FOUR, 1), state, key=jax.random.key(0))
+
+
+# Elo
+
+
+def test_elo_two_players_exact():
+    for wins, draws, losses in [(75, 0, 25), (60, 20, 20), (1, 8, 1)]:
+        ratings = elo_ratings({("a", "random"): (wins, draws, losses)})
+        p = (wins + draws / 2) / (wins + draws + losses)
+        assert ratings["random"] == (0.0, 0.0, 0.0)
+        rating, low, high = ratings["a"]
+        assert rating == pytest.approx(400 * math.log10(p / (1 - p)), abs=1e-9)
+        # Standard error of a log-odds estimate: 1 / sqrt(n p (1 - p)) nats.
+        n = wins + draws + losses
+        half = 1.959964 * 400 / math.log(10) / math.sqrt(n * p * (1 - p))
+        assert (high - rating) == pytest.approx(half, rel=1e-4)
+        assert (rating - low) == pytest.approx(half, rel=1e-4)
+
+
+def test_elo_recovers_known_ratings():
+    truth = {"random": 0.0, "greedy": 150.0, "mcts": 420.0, "net": 700.0}
+    names = list(truth)
+    results = {}
+    games = 200_000
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            p = 1 / (1 + 10 ** ((truth[b] - truth[a]) / 400))
+            draws = round(0.4 * min(p, 1 - p) * games)
+            wins = round(p * games - draws / 2)
+            results[(a, b)] = (wins, draws, games - wins - draws)
+    ratings = elo_ratings(results)
+    for name, rating in truth.items():
+        estimate, low, high = ratings[name]
+        assert estimate == pytest.approx(rating, abs=0.5)
+        if name != "random":
+            assert low < rating < high and high - low < 10
+
+
+def test_elo_rejects_infinite_and_undetermined_ratings():
+    with pytest.raises(ValueError, match="won every game"):
+        elo_ratings({("solver", "random"): (10, 0, 0), ("greedy", "random"): (5, 0, 5)})
+    with pytest.raises(ValueError, match="no chain of games"):
+        elo_ratings({("a", "random"): (5, 0, 5), ("b", "c"): (5, 0, 5)})
+    with pytest.raises(ValueError, match="anchor"):
+        elo_ratings({("a", "b"): (5, 0, 5)})
+    # A prior keeps a perfect score finite, and the winner ahead.
+    ratings = elo_ratings({("solver", "random"): (10, 0, 0)}, prior_draws=1)
+    assert ratings["solver"][0] == pytest.approx(400 * math.log10(10.5 / 0.5))
+    # Both orders of a pair are combined.
+    both = elo_ratings({("a", "random"): (3, 0, 1), ("random", "a"): (1, 0, 3)})
+    assert both["a"][0] == pytest.approx(400 * math.log10(3))
