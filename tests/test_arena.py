@@ -164,7 +164,7 @@ def test_rollout_mcts_beats_random_at_connect_four():
 
 def test_network_and_search_agents_play_legal_games():
     net = azx.nets.UniformPolicy(TIC_TAC_TOE.num_actions)
-    search = azx.search.make("gumbel", 16, gumbel_scale=0.0)
+    search = azx.search.make("puct", 32, temperature=0.0, dirichlet_fraction=0.0, reuse_tree=True)
     result = jit_match(
         TIC_TAC_TOE, SearchAgent(net, search), NetworkAgent(net), jax.random.key(8), 20
     )
