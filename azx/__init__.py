@@ -1,10 +1,21 @@
 """azx: AlphaZero in JAX, as small composable Equinox modules.
 
 Subpackages: `azx.envs` (environments), `azx.nets` (policy-value networks),
-`azx.search` (batched MCTS), `azx.buffer` (episode replay buffer).
+`azx.search` (batched MCTS), `azx.buffer` (episode replay buffer), `azx.alphazero`
+(the training step), `azx.arena` (agents, matches, Elo), `azx.parallel` (data
+parallelism over a device mesh), `azx.checkpoint` (orbax checkpoints).
 """
 
-from . import buffer as buffer, envs as envs, nets as nets, search as search
+from . import (
+    alphazero as alphazero,
+    arena as arena,
+    buffer as buffer,
+    checkpoint as checkpoint,
+    envs as envs,
+    nets as nets,
+    parallel as parallel,
+    search as search,
+)
 
 
 __version__ = "0.1.0"

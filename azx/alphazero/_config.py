@@ -1,0 +1,91 @@
+import math
+
+import equinox as eqx
+
+
+def _positive_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def _non_negative_float(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number, got {value!r}")
+    if value < 0:
+        raise ValueError(f"{name} must be >= 0, got {value!r}")
+
+
+class Config(eqx.Module):
+    """Sizes and learning settings of an AlphaZero training run. Validated on construction.
+
+    One `step` plays `collect_steps` moves in each of `num_envs` games (with search at
+    every move), then makes `train_steps` gradient updates on minibatches of
+    `batch_size` positions drawn from a replay buffer of `buffer_capacity` positions.
+    """
+
+    num_envs: int = 64
+    """Games played in parallel (the self-play batch)."""
+    collect_steps: int = 16
+    """Moves played in every game per `step`."""
+    train_steps: int = 8
+    """Learner updates per `step`."""
+    batch_size: int = 256
+    """Positions per learner update: a multiple of `num_envs` (each game row contributes
+    `batch_size // num_envs`, so the batch is the same however rows are sharded)."""
+    buffer_capacity: int = 16384
+    """Positions held in the replay buffer: a multiple of `num_envs`, at least
+    `num_envs * collect_steps` and at least `batch_size`."""
+    learning_rate: float = 1e-3
+    decay_iterations: int | None = None
+    """If set, the learning rate follows a cosine decay to 3% of `learning_rate` over
+    this many iterations (`step` calls); afterwards it stays there. `None`: constant."""
+    weight_decay: float = 1e-4
+    """Decoupled weight decay (AdamW); 0 switches it off."""
+    max_grad_norm: float = 1.0
+    """Gradients are clipped to this global norm; 0 switches clipping off."""
+    value_loss_weight: float = 1.0
+    exploration_moves: int | None = None
+    """Moves at the start of every game played with the search's own, exploring action
+    choice (sampled visits for PUCT, noisy halving for Gumbel); later moves take the action
+    with the highest policy target, so that game outcomes (the value targets) reflect good
+    play. `None`: explore on every move."""
+    truncation: str = "drop"
+    """What truncated episodes give the buffer: `"drop"` or `"bootstrap"` (see
+    [`azx.buffer.ReplayBuffer`][])."""
+
+    def __check_init__(self):
+        for name in ("num_envs", "collect_steps", "train_steps", "batch_size", "buffer_capacity"):
+            _positive_int(name, getattr(self, name))
+        for name in ("learning_rate", "weight_decay", "max_grad_norm", "value_loss_weight"):
+            _non_negative_float(name, getattr(self, name))
+        if self.decay_iterations is not None:
+            _positive_int("decay_iterations", self.decay_iterations)
+        if self.exploration_moves is not None and (
+            isinstance(self.exploration_moves, bool)
+            or not isinstance(self.exploration_moves, int)
+            or self.exploration_moves < 0
+        ):
+            raise ValueError(
+                f"exploration_moves must be None or an int >= 0, got {self.exploration_moves!r}"
+            )
+        if self.learning_rate == 0:
+            raise ValueError("learning_rate must be > 0, got 0")
+        if self.batch_size % self.num_envs:
+            raise ValueError(
+                f"batch_size ({self.batch_size}) must be a multiple of num_envs "
+                f"({self.num_envs}): each game row contributes the same number of positions"
+            )
+        if self.buffer_capacity % self.num_envs:
+            raise ValueError(
+                f"buffer_capacity ({self.buffer_capacity}) must be a multiple of num_envs "
+                f"({self.num_envs}): one ring per game row"
+            )
+        smallest = max(self.num_envs * self.collect_steps, self.batch_size)
+        if self.buffer_capacity < smallest:
+            raise ValueError(
+                f"buffer_capacity ({self.buffer_capacity}) must be at least "
+                f"max(num_envs * collect_steps, batch_size) = {smallest}, or one step's "
+                "self-play would overwrite itself"
+            )
+        if self.truncation not in ("drop", "bootstrap"):
+            raise ValueError(f"truncation must be 'drop' or 'bootstrap', got {self.truncation!r}")

@@ -1,0 +1,380 @@
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Float, Int, PyTree
+
+from .._types import EnvState, PRNGKey
+from ..buffer import Batch, BufferState, Experience, ReplayBuffer
+from ..envs import AbstractEnv
+from ..search import AbstractSearch
+from ._config import Config
+from ._loss import LossMetrics, loss
+
+
+class Metrics(eqx.Module):
+    """What the last `step` measured. Means are over all games / positions (all shards)."""
+
+    loss: Float[Array, ""]
+    policy_loss: Float[Array, ""]
+    value_loss: Float[Array, ""]
+    policy_entropy: Float[Array, ""]
+    """Mean entropy of the network's policy over legal actions, on training positions."""
+    value_error: Float[Array, ""]
+    """Mean absolute error of the network's value against the value targets."""
+    updates_applied: Int[Array, ""]
+    """Learner updates that had data (the first steps may have none: no game finished)."""
+    episodes: Int[Array, ""]
+    """Games that ended during this step's self-play."""
+    episode_return: Float[Array, ""]
+    """Mean return of player 0 over those games (0 when none ended)."""
+    episode_length: Float[Array, ""]
+    """Mean length of those games, in moves (0 when none ended)."""
+    root_value: Float[Array, ""]
+    """Mean search value at the root, for the player to move."""
+    buffer_positions: Int[Array, ""]
+    """Positions in the buffer with a known value target."""
+
+
+class TrainState(eqx.Module):
+    """Everything that changes during training; every leaf is an array.
+
+    Being arrays only, it is a valid `jax.lax.scan` carry and checkpoints as it is. Rows of
+    `env_state`, `tree`, `buffer`, `episode_return` and `episode_length` are the games
+    (sharded over devices by [`azx.parallel`][]); the rest is replicated.
+    """
+
+    params: PyTree[Array]
+    """The network's arrays; `net` puts them back into the network."""
+    opt_state: PyTree[Array]
+    env_state: EnvState
+    tree: PyTree[Array]
+    buffer: BufferState
+    episode_return: Float[Array, " num_envs"]
+    """Return of player 0 so far in each running game."""
+    episode_length: Int[Array, " num_envs"]
+    iteration: Int[Array, ""]
+    """Number of `step` calls so far."""
+    env_steps: Int[Array, ""]
+    """Moves played so far, over all games."""
+    metrics: Metrics
+    key: PRNGKey
+    """The run's key; `AlphaZero.train` derives each step's key from it and `iteration`."""
+    net_static: Any = eqx.field(static=True)
+    """The network's non-array parts (structure, activation functions, sizes)."""
+
+    @property
+    def net(self):
+        """The current network, a module mapping one observation to `(logits, value)`."""
+        return eqx.combine(self.params, self.net_static)
+
+
+def _zero_metrics() -> Metrics:
+    zero, count = jnp.float32(0.0), jnp.int32(0)
+    return Metrics(
+        loss=zero,
+        policy_loss=zero,
+        value_loss=zero,
+        policy_entropy=zero,
+        value_error=zero,
+        updates_applied=count,
+        episodes=count,
+        episode_return=zero,
+        episode_length=zero,
+        root_value=zero,
+        buffer_positions=count,
+    )
+
+
+def _row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKey:
+    # One key per game, derived from the game's global row index: a game's randomness is
+    # then the same whether its row sits on one device or is sharded over many.
+    return jax.vmap(jax.random.fold_in, (None, 0))(key, first_row + jnp.arange(rows))
+
+
+def _select_rows(mask, new, old):
+    def pick(a, b):
+        return jnp.where(jnp.reshape(mask, mask.shape + (1,) * (a.ndim - 1)), a, b)
+
+    return jax.tree.map(pick, new, old)
+
+
+class AlphaZero(eqx.Module):
+    """AlphaZero training: self-play with search, a replay buffer, and a learner.
+
+    Configuration only (a frozen Module). `init` builds a [`azx.alphazero.TrainState`][];
+    `step(state, key) -> state` is one pure training iteration, to be jitted, scanned or
+    sharded by the caller:
+
+        trainer = azx.alphazero.AlphaZero(env, search, config)
+        state = trainer.init(net, key=key)
+        step = eqx.filter_jit(trainer.step)
+        state = step(state, key)
+    """
+
+    env: AbstractEnv
+    search: AbstractSearch
+    config: Config
+    buffer: ReplayBuffer
+    optimiser: optax.GradientTransformation = eqx.field(static=True)
+    axis_name: str | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        env: AbstractEnv,
+        search: AbstractSearch,
+        config: Config = Config(),
+        *,
+        optimiser: optax.GradientTransformation | None = None,
+        axis_name: str | None = None,
+    ):
+        """**Arguments:**
+
+        - `env`: the game ([`azx.envs.AbstractEnv`][]); 1 or 2 players.
+        - `search`: the search used for every self-play move ([`azx.search`][]).
+        - `config`: sizes and learning settings ([`azx.alphazero.Config`][]).
+        - `optimiser`: an optax transformation; default AdamW with `config.learning_rate`
+          (cosine-decayed if `config.decay_iterations` is set) and `config.weight_decay`,
+          after clipping to `config.max_grad_norm`.
+        - `axis_name`: the mesh axis over which games are sharded, when `step` runs inside
+          `shard_map` (set by [`azx.parallel`][]; leave `None` otherwise).
+        """
+        if env.num_players not in (1, 2):
+            raise ValueError(
+                f"AlphaZero trains 1-player games and 2-player zero-sum games; the "
+                f"environment has num_players={env.num_players}"
+            )
+        self.env = env
+        self.search = search
+        self.config = config
+        self.buffer = ReplayBuffer(
+            config.buffer_capacity, config.num_envs, truncation=config.truncation
+        )
+        if optimiser is None:
+            learning_rate = config.learning_rate
+            if config.decay_iterations is not None:
+                learning_rate = optax.cosine_decay_schedule(
+                    config.learning_rate,
+                    config.decay_iterations * config.train_steps,
+                    alpha=0.03,
+                )
+            optimiser = optax.chain(
+                optax.clip_by_global_norm(config.max_grad_norm)
+                if config.max_grad_norm > 0
+                else optax.identity(),
+                optax.adamw(learning_rate, weight_decay=config.weight_decay),
+            )
+        self.optimiser = optimiser
+        self.axis_name = axis_name
+
+    # --- construction ----------------------------------------------------------------
+
+    def init(self, net: Any, *, key: PRNGKey) -> TrainState:
+        """The state before training: `net` as given, fresh games, an empty buffer.
+
+        **Arguments:**
+
+        - `net`: the network to train (maps ONE observation to `(logits, value)`).
+        - `key`: the run's random key (keyword-only).
+        """
+        rows = self.config.num_envs
+        env_keys = _row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows)
+        env_state = jax.vmap(self.env.init)(env_keys)
+        num_actions = self.env.num_actions
+        example = Experience(
+            observation=jnp.zeros(self.env.observation_shape, self.env.observation_dtype),
+            legal_action_mask=jnp.zeros(num_actions, jnp.bool_),
+            policy_target=jnp.zeros(num_actions, jnp.float32),
+            reward=jnp.float32(0.0),
+            discount=jnp.float32(0.0),
+            root_value=jnp.float32(0.0),
+        )
+        params, net_static = eqx.partition(net, eqx.is_array)
+        return TrainState(
+            params=params,
+            opt_state=self.optimiser.init(params),
+            env_state=env_state,
+            tree=self.search.init(self.env, rows),
+            buffer=self.buffer.init(example),
+            episode_return=jnp.zeros(rows, jnp.float32),
+            episode_length=jnp.zeros(rows, jnp.int32),
+            iteration=jnp.int32(0),
+            env_steps=jnp.int32(0),
+            metrics=_zero_metrics(),
+            key=key,
+            net_static=net_static,
+        )
+
+    # --- the training step -----------------------------------------------------------
+
+    def _sum(self, x):
+        return x if self.axis_name is None else jax.lax.psum(x, self.axis_name)
+
+    def _first_row(self, rows: int) -> Int[Array, ""]:
+        if self.axis_name is None:
+            return jnp.int32(0)
+        return (jax.lax.axis_index(self.axis_name) * rows).astype(jnp.int32)
+
+    def _self_play_move(self, state: TrainState, key: PRNGKey, first_row):
+        env, rows = self.env, state.episode_return.shape[0]
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(_row_keys(key, first_row, rows))
+        search_keys, step_keys, reset_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        out = self.search(state.net, env, state.tree, state.env_state, key=search_keys)
+        action = out.action
+        if self.config.exploration_moves is not None:
+            best = jnp.argmax(out.policy_target, axis=-1).astype(action.dtype)
+            action = jnp.where(state.episode_length < self.config.exploration_moves, action, best)
+
+        mover = jax.vmap(env.current_player)(state.env_state)
+        next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
+        rewards = jax.vmap(env.rewards)(next_state)
+        reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
+        same_mover = jax.vmap(env.current_player)(next_state) == mover
+        gamma = self.search.gamma
+        experience = Experience(
+            observation=jax.vmap(env.observation)(state.env_state),
+            legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
+            policy_target=out.policy_target,
+            reward=reward,
+            discount=jnp.where(same_mover, gamma, -gamma).astype(jnp.float32),
+            root_value=out.root_value,
+        )
+        terminated = jax.vmap(env.terminated)(next_state)
+        truncated = jax.vmap(env.truncated)(next_state)
+        done = terminated | truncated
+        buffer = self.buffer.add(
+            state.buffer, experience, terminated=terminated, truncated=truncated
+        )
+        episode_return = state.episode_return + rewards[:, 0]
+        episode_length = state.episode_length + 1
+        finished = (
+            jnp.sum(done, dtype=jnp.int32),
+            jnp.sum(jnp.where(done, episode_return, 0.0)),
+            jnp.sum(jnp.where(done, episode_length, 0), dtype=jnp.int32),
+            jnp.sum(out.root_value),
+        )
+        env_state = _select_rows(done, jax.vmap(env.init)(reset_keys), next_state)
+        state = eqx.tree_at(
+            lambda s: (s.env_state, s.tree, s.buffer, s.episode_return, s.episode_length),
+            state,
+            (
+                env_state,
+                self.search.advance(out.tree, action, done),
+                buffer,
+                jnp.where(done, 0.0, episode_return),
+                jnp.where(done, 0, episode_length),
+            ),
+        )
+        return state, finished
+
+    def _sample(self, buffer: BufferState, key: PRNGKey, first_row) -> Batch:
+        # Stratified by game row: every row gives `batch_size // num_envs` positions drawn
+        # uniformly from its own steps with known targets. The minibatch is then the same
+        # whether the rows live on one device or are sharded over many.
+        rows = buffer.position.shape[0]
+        per_row = self.config.batch_size // self.config.num_envs
+        one_row = jax.tree.map(lambda x: x[:, None], buffer)
+
+        def sample_row(row_buffer, row_key):
+            return self.buffer.sample(row_buffer, key=row_key, batch_size=per_row)
+
+        batch = jax.vmap(sample_row)(one_row, _row_keys(key, first_row, rows))
+        return jax.tree.map(lambda x: x.reshape((rows * per_row,) + x.shape[2:]), batch)
+
+    def _learn(self, state: TrainState, key: PRNGKey, first_row):
+        batch = self._sample(state.buffer, key, first_row)
+        weight = self.config.value_loss_weight
+
+        def objective(params):
+            parts = loss(eqx.combine(params, state.net_static), batch, value_loss_weight=weight)
+            return parts.loss, parts
+
+        grads, parts = jax.grad(objective, has_aux=True)(state.params)
+        # Sums over this shard's positions; add the shards up, then divide by the total.
+        count = self._sum(parts.count)
+        grads = jax.tree.map(lambda g: self._sum(g) / jnp.maximum(count, 1.0), grads)
+        updates, opt_state = self.optimiser.update(grads, state.opt_state, state.params)
+        params = eqx.apply_updates(state.params, updates)
+        # No position with a known target yet: skip the update rather than learn from filler.
+        has_data = count > 0
+        params, opt_state = jax.tree.map(
+            lambda new, old: jnp.where(has_data, new, old),
+            (params, opt_state),
+            (state.params, state.opt_state),
+        )
+        parts = jax.tree.map(self._sum, parts)
+        return eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state)), parts
+
+    def step(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """One training iteration: `collect_steps` self-play moves in every game, then
+        `train_steps` learner updates. Pure: the same state and key give the same result.
+        """
+        rows = state.episode_return.shape[0]
+        first_row = self._first_row(rows)
+        play_key, learn_key = jax.random.split(key)
+
+        def play(state, index):
+            return self._self_play_move(state, jax.random.fold_in(play_key, index), first_row)
+
+        state, finished = jax.lax.scan(play, state, jnp.arange(self.config.collect_steps))
+        episodes, return_sum, length_sum, root_sum = (self._sum(jnp.sum(x)) for x in finished)
+
+        def learn(state, index):
+            return self._learn(state, jax.random.fold_in(learn_key, index), first_row)
+
+        state, parts = jax.lax.scan(learn, state, jnp.arange(self.config.train_steps))
+        metrics = _metrics(parts, episodes, return_sum, length_sum, root_sum)
+        num_envs = self.config.num_envs
+        metrics = eqx.tree_at(
+            lambda m: (m.root_value, m.buffer_positions),
+            metrics,
+            (
+                root_sum / (num_envs * self.config.collect_steps),
+                self._sum(self.buffer.num_valid(state.buffer)),
+            ),
+        )
+        return eqx.tree_at(
+            lambda s: (s.iteration, s.env_steps, s.metrics),
+            state,
+            (
+                state.iteration + 1,
+                state.env_steps + num_envs * self.config.collect_steps,
+                metrics,
+            ),
+        )
+
+    def train(self, state: TrainState, num_steps: int) -> TrainState:
+        """`num_steps` calls of `step` in one `lax.scan`, keyed by `state.key` and the
+        iteration number (so a resumed run continues exactly). Jit it."""
+
+        def body(state, _):
+            return self.step(state, jax.random.fold_in(state.key, state.iteration)), None
+
+        return jax.lax.scan(body, state, None, length=num_steps)[0]
+
+
+def _metrics(parts: LossMetrics, episodes, return_sum, length_sum, root_sum) -> Metrics:
+    # `parts` holds per-update sums over positions (stacked over updates).
+    applied = parts.count > 0
+    num_applied = jnp.sum(applied, dtype=jnp.int32)
+
+    def mean(total):
+        per_update = total / jnp.maximum(parts.count, 1.0)
+        return jnp.sum(jnp.where(applied, per_update, 0.0)) / jnp.maximum(num_applied, 1)
+
+    finished = jnp.maximum(episodes, 1).astype(jnp.float32)
+    return Metrics(
+        loss=mean(parts.loss),
+        policy_loss=mean(parts.policy_loss),
+        value_loss=mean(parts.value_loss),
+        policy_entropy=mean(parts.policy_entropy),
+        value_error=mean(parts.value_error),
+        updates_applied=num_applied,
+        episodes=episodes.astype(jnp.int32),
+        episode_return=return_sum / finished,
+        episode_length=length_sum.astype(jnp.float32) / finished,
+        root_value=root_sum,
+        buffer_positions=jnp.int32(0),
+    )
