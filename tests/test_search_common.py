@@ -87,15 +87,18 @@ def random_positions(env: AbstractEnv, key, batch_size: int, max_moves: int):
     def one(key):
         init_key, length_key, play_key = jax.random.split(key, 3)
         length = jax.random.randint(length_key, (), 0, max_moves + 1)
-        state = env.init(init_key)
-        for move, move_key in enumerate(jax.random.split(play_key, max_moves)):
+
+        def move(state, inputs):
+            index, move_key = inputs
             action_key, step_key = jax.random.split(move_key)
             logits = jnp.where(env.legal_action_mask(state), 0.0, -jnp.inf)
             action = jax.random.categorical(action_key, logits).astype(jnp.int32)
             after = env.step(state, action, step_key)
-            keep = (move < length) & ~env.terminated(after)
-            state = jax.tree.map(lambda new, old: jnp.where(keep, new, old), after, state)
-        return state
+            keep = (index < length) & ~env.terminated(after)
+            return jax.tree.map(lambda new, old: jnp.where(keep, new, old), after, state), None
+
+        moves = (jnp.arange(max_moves), jax.random.split(play_key, max_moves))
+        return jax.lax.scan(move, env.init(init_key), moves)[0]
 
     return jax.vmap(one)(jax.random.split(key, batch_size))
 
@@ -106,11 +109,13 @@ MAX_MOVES = 12
 @eqx.filter_jit
 def _play(env: AbstractEnv, moves: Int[Array, "batch max_moves"]):
     def one(moves):
-        state = env.init(jax.random.key(0))
-        for action in moves:  # -1 pads the shorter move lists
+        def move(state, action):  # -1 pads the shorter move lists
             after = env.step(state, jnp.maximum(action, 0), jax.random.key(0))
-            state = jax.tree.map(lambda new, old: jnp.where(action >= 0, new, old), after, state)
-        return state
+            return jax.tree.map(
+                lambda new, old: jnp.where(action >= 0, new, old), after, state
+            ), None
+
+        return jax.lax.scan(move, env.init(jax.random.key(0)), moves)[0]
 
     return jax.vmap(one)(moves)
 
