@@ -120,6 +120,11 @@ class Checkpointer:
         self._manager.close()
 
 
+def _describe(layout) -> str:
+    shape, dtype = layout
+    return f"{dtype}{list(shape)}"
+
+
 def _mismatch(directory, step, saved, expected) -> str:
     lines = []
     for key in sorted(set(saved) | set(expected)):
@@ -128,7 +133,10 @@ def _mismatch(directory, step, saved, expected) -> str:
         elif key not in saved:
             lines.append(f"  {key}: in this configuration, not in the checkpoint")
         elif saved[key] != expected[key]:
-            lines.append(f"  {key}: checkpoint {saved[key]}, this configuration {expected[key]}")
+            lines.append(
+                f"  {key}: checkpoint {_describe(saved[key])}, "
+                f"this configuration {_describe(expected[key])}"
+            )
     shown = "\n".join(lines[:8]) + (f"\n  ... and {len(lines) - 8} more" if len(lines) > 8 else "")
     return (
         f"checkpoint {step} in {directory} was saved from a different configuration "

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
-from .._types import EnvState, PRNGKey
+from .._numerics import third_party_numerics
+from .._types import EnvState, PRNGKey, PRNGKeys
 from ..buffer import Batch, BufferState, Experience, ReplayBuffer
 from ..envs import AbstractEnv
 from ..search import AbstractSearch
@@ -71,6 +72,11 @@ class TrainState(eqx.Module):
         return eqx.combine(self.params, self.net_static)
 
 
+def _optimiser_init(optimiser, params):
+    with third_party_numerics():
+        return optimiser.init(params)
+
+
 def _zero_metrics() -> Metrics:
     zero, count = jnp.float32(0.0), jnp.int32(0)
     return Metrics(
@@ -88,7 +94,7 @@ def _zero_metrics() -> Metrics:
     )
 
 
-def _row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKey:
+def _row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKeys:
     # One key per game, derived from the game's global row index: a game's randomness is
     # then the same whether its row sits on one device or is sharded over many.
     return jax.vmap(jax.random.fold_in, (None, 0))(key, first_row + jnp.arange(rows))
@@ -194,7 +200,7 @@ class AlphaZero(eqx.Module):
         params, net_static = eqx.partition(net, eqx.is_array)
         return TrainState(
             params=params,
-            opt_state=self.optimiser.init(params),
+            opt_state=_optimiser_init(self.optimiser, params),
             env_state=env_state,
             tree=self.search.init(self.env, rows),
             buffer=self.buffer.init(example),
@@ -295,7 +301,8 @@ class AlphaZero(eqx.Module):
         # Sums over this shard's positions; add the shards up, then divide by the total.
         count = self._sum(parts.count)
         grads = jax.tree.map(lambda g: self._sum(g) / jnp.maximum(count, 1.0), grads)
-        updates, opt_state = self.optimiser.update(grads, state.opt_state, state.params)
+        with third_party_numerics():
+            updates, opt_state = self.optimiser.update(grads, state.opt_state, state.params)
         params = eqx.apply_updates(state.params, updates)
         # No position with a known target yet: skip the update rather than learn from filler.
         has_data = count > 0
@@ -362,7 +369,9 @@ def _metrics(parts: LossMetrics, episodes, return_sum, length_sum, root_sum) -> 
 
     def mean(total):
         per_update = total / jnp.maximum(parts.count, 1.0)
-        return jnp.sum(jnp.where(applied, per_update, 0.0)) / jnp.maximum(num_applied, 1)
+        return jnp.sum(jnp.where(applied, per_update, 0.0)) / jnp.maximum(num_applied, 1).astype(
+            jnp.float32
+        )
 
     finished = jnp.maximum(episodes, 1).astype(jnp.float32)
     return Metrics(

@@ -1,4 +1,3 @@
-import contextlib
 import functools
 import inspect
 
@@ -8,6 +7,7 @@ import jax.numpy as jnp
 import pgx
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
+from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey
 from ._abstract import AbstractEnv
 
@@ -35,15 +35,6 @@ def _pgx_env(name: str, kwargs: tuple[tuple[str, object], ...]) -> pgx.Env:
         if kwargs:
             env = type(env)(**(_PGX_MAKE_DEFAULTS.get(name, {}) | dict(kwargs)))
     return env
-
-
-@contextlib.contextmanager
-def _pgx_promotion():
-    # pgx is written for JAX's default (standard) dtype promotion and implicit rank
-    # promotion; some games (go, backgammon) fail under the strict modes that careful users
-    # (and our tests) turn on. Trace pgx code under the rules it was written for.
-    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
-        yield
 
 
 class PgxEnv(AbstractEnv):
@@ -76,7 +67,7 @@ class PgxEnv(AbstractEnv):
             raise ValueError(
                 f"max_episode_steps must be a positive int or None, got {max_episode_steps!r}"
             )
-        with _pgx_promotion():  # shapes only: nothing is computed
+        with third_party_numerics():  # shapes only: nothing is computed
             state = jax.eval_shape(env.init, jax.random.key(0))
         self.name = env.id
         self.env = env
@@ -87,12 +78,12 @@ class PgxEnv(AbstractEnv):
         self.observation_dtype = jnp.dtype(state.observation.dtype)
 
     def init(self, key: PRNGKey) -> EnvState:
-        with _pgx_promotion():
+        with third_party_numerics():
             return self.env.init(key)
 
     def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
         # pgx passes `key` on to the game; games without chance ignore it.
-        with _pgx_promotion():
+        with third_party_numerics():
             state = self.env.step(state, action, key)
         if self.max_episode_steps is not None:
             out_of_time = (state._step_count >= self.max_episode_steps) & ~state.terminated

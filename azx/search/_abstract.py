@@ -4,7 +4,7 @@ from typing import Any
 import equinox as eqx
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from .._types import EnvState, PRNGKey
+from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 
 
@@ -30,6 +30,8 @@ class AbstractSearch(eqx.Module):
     """
 
     num_simulations: eqx.AbstractVar[int]
+    gamma: eqx.AbstractVar[float]
+    """Discount per move; the trainer gives its replay buffer the same."""
 
     @abc.abstractmethod
     def init(self, env: AbstractEnv, batch_size: int) -> PyTree[Any]:
@@ -43,12 +45,14 @@ class AbstractSearch(eqx.Module):
         tree: PyTree[Any],
         env_state: EnvState,
         *,
-        key: PRNGKey,
+        key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
         """Search from the batched `env_state` (leading axis `batch`) and pick actions.
 
         `tree` is what `init` or `advance` returned; a search that reuses trees continues
-        from the statistics it holds.
+        from the statistics it holds. `key` is one key, or one key per row (shape
+        `[batch]`): with one key per row, each row's result depends only on its own key
+        and state, whatever batch (or device shard) it sits in.
         """
 
     @abc.abstractmethod

@@ -1,6 +1,5 @@
 """The mctx backend: `mctx.muzero_policy` and `mctx.gumbel_muzero_policy` behind AbstractSearch."""
 
-import contextlib
 import functools
 from typing import Any
 
@@ -10,7 +9,8 @@ import jax.numpy as jnp
 import mctx
 from jaxtyping import Array, Bool, Float, Int
 
-from .._types import EnvState, PRNGKey
+from .._numerics import third_party_numerics
+from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput
 from ._config import (
@@ -20,7 +20,7 @@ from ._config import (
     check_optional_positive_int,
     check_positive_int,
 )
-from ._model import check_players, evaluate, transition
+from ._model import check_players, evaluate, row_keys, transition
 from ._qtransforms import completed_q, puct_value_score
 
 
@@ -93,20 +93,33 @@ def qtransform_completed_by_tree(
     )
 
 
-@contextlib.contextmanager
-def _lenient_numerics():
-    # mctx relies on implicit int->float promotion and rank broadcasting; keep it working
-    # when the caller runs JAX in strict mode (as azx's own test suite does).
-    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
-        yield
-
-
 def _root(net, env: AbstractEnv, env_state: EnvState):
     evaluation = evaluate(net, env, env_state)
     root = mctx.RootFnOutput(
         prior_logits=evaluation.logits, value=evaluation.value, embedding=env_state
     )
     return root, evaluation
+
+
+def _call(
+    policy, net, env: AbstractEnv, tree: MctxTree, env_state: EnvState, key: PRNGKey | PRNGKeys
+):
+    check_players(env)
+    batch_size = jax.tree.leaves(env_state)[0].shape[0]
+    keys = row_keys(key, batch_size)
+    if keys is not key:  # one key for the batch: one mctx call, as mctx is meant to be used
+        action, policy_target, root_value = policy(net, env, env_state, key)
+    else:
+        # One key per row: mctx draws its noise for the whole batch from one key, so run it
+        # row by row (vmapped batch-1 searches) to make each row depend on its key alone.
+        def one_row(state, row_key):
+            batched = jax.tree.map(lambda x: x[None], state)
+            return jax.tree.map(lambda x: x[0], policy(net, env, batched, row_key))
+
+        action, policy_target, root_value = jax.vmap(one_row)(env_state, keys)
+    return SearchOutput(
+        action=action, policy_target=policy_target, root_value=root_value, tree=tree
+    )
 
 
 class MctxPUCT(AbstractSearch):
@@ -161,16 +174,24 @@ class MctxPUCT(AbstractSearch):
         return MctxTree()
 
     def __call__(
-        self, net: Any, env: AbstractEnv, tree: MctxTree, env_state: EnvState, *, key: PRNGKey
+        self,
+        net: Any,
+        env: AbstractEnv,
+        tree: MctxTree,
+        env_state: EnvState,
+        *,
+        key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
-        check_players(env)
+        return _call(self._policy, net, env, tree, env_state, key)
+
+    def _policy(self, net: Any, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)
         qtransform = (
             mctx.qtransform_by_parent_and_siblings
             if self.q_normalisation == "siblings"
             else qtransform_by_tree
         )
-        with _lenient_numerics():
+        with third_party_numerics():
             output = mctx.muzero_policy(
                 params=(),
                 rng_key=key,
@@ -186,12 +207,8 @@ class MctxPUCT(AbstractSearch):
                 pb_c_base=self.c_base,
                 temperature=self.temperature,
             )
-        return SearchOutput(
-            action=output.action.astype(jnp.int32),
-            policy_target=output.action_weights,
-            root_value=output.search_tree.summary().value,
-            tree=tree,
-        )
+        value = output.search_tree.summary().value
+        return output.action.astype(jnp.int32), output.action_weights, value
 
     def advance(
         self, tree: MctxTree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
@@ -254,9 +271,17 @@ class MctxGumbel(AbstractSearch):
         return MctxTree()
 
     def __call__(
-        self, net: Any, env: AbstractEnv, tree: MctxTree, env_state: EnvState, *, key: PRNGKey
+        self,
+        net: Any,
+        env: AbstractEnv,
+        tree: MctxTree,
+        env_state: EnvState,
+        *,
+        key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
-        check_players(env)
+        return _call(self._policy, net, env, tree, env_state, key)
+
+    def _policy(self, net: Any, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)
         if self.q_normalisation == "siblings":
             qtransform = functools.partial(
@@ -273,7 +298,7 @@ class MctxGumbel(AbstractSearch):
                 maxvisit_init=self.maxvisit_init,
                 use_mixed_value=self.use_mixed_value,
             )
-        with _lenient_numerics():
+        with third_party_numerics():
             output = mctx.gumbel_muzero_policy(
                 params=(),
                 rng_key=key,
@@ -286,12 +311,8 @@ class MctxGumbel(AbstractSearch):
                 max_num_considered_actions=self.max_num_considered_actions,
                 gumbel_scale=self.gumbel_scale,
             )
-        return SearchOutput(
-            action=output.action.astype(jnp.int32),
-            policy_target=output.action_weights,
-            root_value=output.search_tree.summary().value,
-            tree=tree,
-        )
+        value = output.search_tree.summary().value
+        return output.action.astype(jnp.int32), output.action_weights, value
 
     def advance(
         self, tree: MctxTree, action: Int[Array, " batch"], done: Bool[Array, " batch"]

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from .._types import EnvState, PRNGKey
+from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 
 
@@ -38,6 +38,27 @@ class Transition(eqx.Module):
     evaluation: Evaluation
 
 
+def row_keys(key: PRNGKey | PRNGKeys, batch_size: int) -> PRNGKeys:
+    """One key per batch row: `key` itself if it already is one per row, else split.
+
+    Searches draw every random number per row from that row's key, so a row's result
+    depends only on its own key and state, not on the batch it sits in (which is what
+    makes sharded training give the same games as unsharded).
+    """
+    if jnp.issubdtype(key.dtype, jax.dtypes.prng_key):
+        single, batched = (), (batch_size,)
+    else:  # legacy uint32 keys: one key is shape (2,)
+        single, batched = (2,), (batch_size, 2)
+    if key.shape == single:
+        return jax.random.split(key, batch_size)
+    if key.shape == batched:
+        return key
+    raise ValueError(
+        f"key must be one key or one key per batch row (batch {batch_size}), got a key array "
+        f"of shape {key.shape}"
+    )
+
+
 def check_players(env: AbstractEnv) -> None:
     if env.num_players not in (1, 2):
         raise ValueError(
@@ -64,11 +85,11 @@ def transition(
     env: AbstractEnv,
     state: EnvState,
     action: Int[Array, " batch"],
-    key: PRNGKey,
+    key: PRNGKey | PRNGKeys,
     gamma: float,
 ) -> Transition:
-    """Step a batch of states and evaluate the children."""
-    keys = jax.random.split(key, action.shape[0])
+    """Step a batch of states and evaluate the children. `key`: one key, or one per row."""
+    keys = row_keys(key, action.shape[0])
     mover = jax.vmap(env.current_player)(state)
     child = jax.vmap(env.step)(state, action, keys)
     rewards = jax.vmap(env.rewards)(child)

@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from .._types import EnvState, PRNGKey
+from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput
 from ._config import (
@@ -28,7 +28,7 @@ from ._config import (
     check_optional_positive_int,
     check_positive_int,
 )
-from ._model import ILLEGAL_LOGIT, Evaluation, check_players, evaluate, transition
+from ._model import ILLEGAL_LOGIT, Evaluation, check_players, evaluate, row_keys, transition
 from ._qtransforms import completed_q, considered_visits_table, puct_value_score
 from ._tree import ROOT_INDEX, UNVISITED, Tree, empty_tree, keep_subtree
 
@@ -296,6 +296,14 @@ def _start(
     )
 
 
+def _batch_size(env_state: EnvState) -> int:
+    return jax.tree.leaves(env_state)[0].shape[0]
+
+
+def _split_rows(keys: PRNGKeys, num: int) -> Array:
+    return jax.vmap(lambda k: jax.random.split(k, num))(keys)
+
+
 def _run(
     search: Any,
     net: Any,
@@ -303,7 +311,7 @@ def _run(
     tree: Tree,
     root_select: Callable[[Tree, Int[Array, "batch num_actions"], Any], Int[Array, " batch"]],
     interior_select: Callable[[_Children], Int[Array, " batch"]],
-    key: PRNGKey,
+    key: PRNGKeys,
 ) -> tuple[Tree, Int[Array, "batch num_actions"]]:
     """Run the simulations. Returns the tree and each root action's visits in this search."""
     capacity = tree.capacity
@@ -322,7 +330,7 @@ def _run(
             env,
             parent_state,
             found.action,
-            jax.random.fold_in(key, index),
+            jax.vmap(jax.random.fold_in, (0, None))(key, index),
             search.gamma,
         )
         store = found.expand & (tree.num_nodes < capacity)
@@ -472,15 +480,24 @@ class PUCT(AbstractSearch):
         return _masked_argmax(value_score + policy_score, children.legal_action_mask)
 
     def __call__(
-        self, net: Any, env: AbstractEnv, tree: Tree, env_state: EnvState, *, key: PRNGKey
+        self,
+        net: Any,
+        env: AbstractEnv,
+        tree: Tree,
+        env_state: EnvState,
+        *,
+        key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
         check_players(env)
-        noise_key, search_key, action_key = jax.random.split(key, 3)
+        keys = _split_rows(row_keys(key, _batch_size(env_state)), 3)
+        noise_key, search_key, action_key = keys[:, 0], keys[:, 1], keys[:, 2]
         evaluation = evaluate(net, env, env_state)
         legal = evaluation.legal_action_mask
         # Noise is mixed into the prior over the legal actions only; like mctx, the noisy
         # probabilities become logits again (also when the fraction is 0).
-        gammas = jax.random.gamma(noise_key, self.dirichlet_alpha, legal.shape)
+        gammas = jax.vmap(lambda k: jax.random.gamma(k, self.dirichlet_alpha, legal.shape[1:]))(
+            noise_key
+        )
         gammas = jnp.where(legal, gammas, 0.0)
         noise = gammas / jnp.maximum(jnp.sum(gammas, axis=-1, keepdims=True), 1e-30)
         prior = jax.nn.softmax(evaluation.logits, axis=-1)
@@ -510,7 +527,7 @@ class PUCT(AbstractSearch):
                 jnp.log(jnp.maximum(policy_target, jnp.finfo(jnp.float32).tiny)) / self.temperature,
                 -jnp.inf,
             )
-            action = jax.random.categorical(action_key, action_logits).astype(jnp.int32)
+            action = jax.vmap(jax.random.categorical)(action_key, action_logits).astype(jnp.int32)
         return SearchOutput(
             action=action, policy_target=policy_target, root_value=tree.value[:, 0], tree=tree
         )
@@ -629,15 +646,24 @@ class Gumbel(AbstractSearch):
         return jnp.where(search_visits == considered_visits[:, None], score, -jnp.inf)
 
     def __call__(
-        self, net: Any, env: AbstractEnv, tree: Tree, env_state: EnvState, *, key: PRNGKey
+        self,
+        net: Any,
+        env: AbstractEnv,
+        tree: Tree,
+        env_state: EnvState,
+        *,
+        key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
         check_players(env)
-        gumbel_key, search_key = jax.random.split(key)
+        keys = _split_rows(row_keys(key, _batch_size(env_state)), 2)
+        gumbel_key, search_key = keys[:, 0], keys[:, 1]
         evaluation = evaluate(net, env, env_state)
         legal = evaluation.legal_action_mask
         logits = evaluation.logits
         logits = jnp.where(legal, logits - jnp.max(logits, axis=-1, keepdims=True), ILLEGAL_LOGIT)
-        gumbel = self.gumbel_scale * jax.random.gumbel(gumbel_key, logits.shape, jnp.float32)
+        gumbel = self.gumbel_scale * jax.vmap(
+            lambda k: jax.random.gumbel(k, logits.shape[1:], jnp.float32)
+        )(gumbel_key)
         tree = _start(tree, env_state, evaluation, logits, self.reuse_tree)
 
         table = jnp.asarray(
