@@ -1,0 +1,105 @@
+"""The training step: purity, one compile, scan equivalence, loss, learning."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _trainer_setup import tic_tac_toe
+
+import azx
+
+
+def _assert_trees_equal(a, b):
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(leaves_a) == len(leaves_b)
+    for x, y in zip(leaves_a, leaves_b):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("search", ["gumbel", "puct"])
+def test_step_is_pure_compiles_once_and_scans_exactly(search):
+    trainer, state = tic_tac_toe(search=search, reuse_tree=search == "puct")
+    step = eqx.filter_jit(eqx.debug.assert_max_traces(trainer.step, max_traces=1))
+    keys = jax.random.split(jax.random.key(5), 3)
+    separate = state
+    for key in keys:
+        separate = step(separate, key)
+    # Pure: the same inputs give the same outputs (and no retrace).
+    _assert_trees_equal(step(state, keys[0]), step(state, keys[0]))
+
+    @eqx.filter_jit
+    def scanned(state):
+        return jax.lax.scan(lambda s, k: (trainer.step(s, k), None), state, keys)[0]
+
+    _assert_trees_equal(scanned(state), separate)
+    assert int(separate.iteration) == 3
+    assert int(separate.env_steps) == 3 * 8 * 4
+
+
+def test_no_update_before_any_game_has_ended():
+    trainer, state = tic_tac_toe()
+    # Two moves per game cannot finish tic-tac-toe: no value target exists yet.
+    trainer = azx.alphazero.AlphaZero(
+        trainer.env, trainer.search, eqx.tree_at(lambda c: c.collect_steps, trainer.config, 2)
+    )
+    after = eqx.filter_jit(trainer.step)(state, jax.random.key(0))
+    assert int(after.metrics.updates_applied) == 0
+    assert int(after.metrics.buffer_positions) == 0
+    _assert_trees_equal(after.params, state.params)
+    _assert_trees_equal(after.opt_state, state.opt_state)
+
+
+def test_loss_against_closed_form():
+    # Uniform logits over n legal actions give policy cross-entropy log(n) for any target
+    # distribution and entropy log(n); a zero value gives squared error target**2.
+    net = azx.nets.UniformPolicy(4)
+    legal = jnp.array([[1, 1, 0, 0], [1, 1, 1, 1], [1, 0, 0, 0]], jnp.bool_)
+    batch = azx.buffer.Batch(
+        observation=jnp.zeros((3, 2), jnp.float32),
+        legal_action_mask=legal,
+        policy_target=jnp.array([[0.5, 0.5, 0, 0], [1, 0, 0, 0], [1, 0, 0, 0]], jnp.float32),
+        value_target=jnp.array([1.0, -0.5, 3.0], jnp.float32),
+        root_value=jnp.zeros(3, jnp.float32),
+        mask=jnp.array([True, True, False]),
+    )
+    parts = azx.alphazero.loss(net, batch, value_loss_weight=2.0)
+    np.testing.assert_allclose(parts.policy_loss, np.log(2) + np.log(4), rtol=1e-6)
+    np.testing.assert_allclose(parts.policy_entropy, np.log(2) + np.log(4), rtol=1e-6)
+    np.testing.assert_allclose(parts.value_loss, 1.0 + 0.25, rtol=1e-6)
+    np.testing.assert_allclose(parts.value_error, 1.0 + 0.5, rtol=1e-6)
+    np.testing.assert_allclose(parts.loss, np.log(8) + 2.0 * 1.25, rtol=1e-6)
+    assert float(parts.count) == 2.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"num_envs": 0}, "num_envs must be a positive int, got 0"),
+        ({"collect_steps": -3}, "collect_steps must be a positive int, got -3"),
+        ({"exploration_moves": -1}, "exploration_moves must be None or an int >= 0, got -1"),
+        ({"decay_iterations": 0}, "decay_iterations must be a positive int, got 0"),
+        ({"num_envs": 8, "batch_size": 12}, r"batch_size \(12\) must be a multiple of num_envs"),
+        (
+            {"num_envs": 8, "batch_size": 16, "buffer_capacity": 100},
+            r"buffer_capacity \(100\) must be a multiple of num_envs \(8\)",
+        ),
+        (
+            {"num_envs": 8, "collect_steps": 16, "batch_size": 16, "buffer_capacity": 64},
+            r"buffer_capacity \(64\) must be at least .* = 128",
+        ),
+        ({"learning_rate": -1.0}, "learning_rate must be >= 0, got -1.0"),
+        ({"truncation": "cut"}, "truncation must be 'drop' or 'bootstrap', got 'cut'"),
+    ],
+)
+def test_config_is_validated(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        azx.alphazero.Config(**kwargs)
+
+
+def test_more_than_two_players_is_rejected():
+    env = azx.envs.make("sparrow_mahjong")
+    with pytest.raises(ValueError, match="num_players=3"):
+        azx.alphazero.AlphaZero(env, azx.search.Gumbel(4))
