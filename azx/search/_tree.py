@@ -49,6 +49,14 @@ class Tree(eqx.Module):
     action_from_parent: Int[Array, "batch capacity"]
     children: Int[Array, "batch capacity num_actions"]
     """Child slot of each edge, `UNVISITED` where the edge has no node."""
+    edge_visits: Float[Array, "batch capacity num_actions"]
+    """Visits of each edge, kept in its parent's row (0 where the edge has no node), so
+    that selection reads one contiguous row instead of gathering every child."""
+    edge_q: Float[Array, "batch capacity num_actions"]
+    """Q of each edge, `reward + discount * value` of the child (0 where no node)."""
+    selection_prior: Float[Array, "batch capacity num_actions"]
+    """What selection uses as the prior, computed once when the node is stored:
+    probabilities for PUCT, logits for Gumbel; `-inf` where illegal."""
     state: EnvState
     """Environment state of each node, leaves shaped `[batch, capacity, ...]`."""
     num_nodes: Int[Array, " batch"]
@@ -92,6 +100,9 @@ def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
         parent=jnp.full(shape, NO_PARENT, jnp.int32),
         action_from_parent=jnp.full(shape, NO_PARENT, jnp.int32),
         children=jnp.full(actions, UNVISITED, jnp.int32),
+        edge_visits=jnp.zeros(actions, jnp.float32),
+        edge_q=jnp.zeros(actions, jnp.float32),
+        selection_prior=jnp.zeros(actions, jnp.float32),
         state=state,
         num_nodes=jnp.zeros(batch_size, jnp.int32),
     )
@@ -161,6 +172,9 @@ def compact(tree: Tree, keep: Bool[Array, "batch capacity"]) -> Tree:
         parent=jnp.where(used, parent, NO_PARENT),
         action_from_parent=jnp.where(slots == ROOT_INDEX, NO_PARENT, take(tree.action_from_parent)),
         children=jnp.where(used[:, :, None], children, UNVISITED),
+        edge_visits=take(tree.edge_visits),
+        edge_q=take(tree.edge_q),
+        selection_prior=take(tree.selection_prior),
         state=jax.tree.map(take, tree.state),
         num_nodes=num_kept,
     )
