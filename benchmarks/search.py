@@ -2,11 +2,13 @@
 
     python -m benchmarks.search [--quick] [--json PATH] [--repeats N]
 
-For every environment, network, batch size, simulation count and algorithm, each backend
-is compiled once (`compile_s`), called once to warm up, then timed over `--repeats` calls
-(`ms_per_call` is the median). The floor (`floor_ms`) is the time of the same work without
-a tree: one root evaluation plus `num_simulations` batched environment steps and network
-calls. A markdown table goes to stdout; `--json` writes the records.
+For every environment, network, batch size and simulation count, each search (both
+algorithms, both backends) and the floor are compiled once (`compile_s`) and called once to
+warm up; then they are timed in turns, one call of each per round, over `--repeats` rounds
+(`ms_per_call` is the median), so that a machine whose load changes during the run slows
+all of them alike. The floor (`floor_ms`) is the time of the same work without a tree: one
+root evaluation plus `num_simulations` batched environment steps and network calls. A
+markdown table goes to stdout; `--json` writes the records.
 """
 
 import argparse
@@ -66,18 +68,22 @@ def root_states(env, batch_size: int, num_moves: int, key):
     return jax.jit(jax.vmap(one))(jax.random.split(key, batch_size))
 
 
-def timed(fn, args, repeats: int) -> tuple[float, float]:
-    """Compile seconds and median milliseconds per call of `jax.jit(fn)(*args)`."""
-    start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*args).compile()
-    compile_s = time.perf_counter() - start
-    jax.block_until_ready(compiled(*args))  # warm-up
-    times = []
-    for _ in range(repeats):
+def timed(fns: dict, args, repeats: int) -> dict[str, tuple[float, float]]:
+    """Compile seconds and median milliseconds per call of each `jax.jit(fn)(*args)`, the
+    functions called in turns (one call of each per round) after one warm-up call each."""
+    compiled, compile_s = {}, {}
+    for name, fn in fns.items():
         start = time.perf_counter()
-        jax.block_until_ready(compiled(*args))
-        times.append(time.perf_counter() - start)
-    return compile_s, 1000.0 * statistics.median(times)
+        compiled[name] = jax.jit(fn).lower(*args).compile()
+        compile_s[name] = time.perf_counter() - start
+        jax.block_until_ready(compiled[name](*args))  # warm-up
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, call in compiled.items():
+            start = time.perf_counter()
+            jax.block_until_ready(call(*args))
+            times[name].append(time.perf_counter() - start)
+    return {name: (compile_s[name], 1000.0 * statistics.median(times[name])) for name in fns}
 
 
 def floor_fn(static, env, num_simulations: int):
@@ -125,7 +131,7 @@ def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="connect_four only")
     parser.add_argument("--json", metavar="PATH", help="write the records as JSON here")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per case")
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds per case")
     args = parser.parse_args(argv)
     envs = ENVS[:1] if args.quick else ENVS
 
@@ -139,14 +145,13 @@ def main(argv=None) -> list[dict]:
         net = make_net(net_name, env, jax.random.key(1))
         states = root_states(env, batch_size, 6, jax.random.key(2))
         params, static = eqx.partition(net, eqx.is_array)
-        _, floor_ms = timed(
-            floor_fn(static, env, num_simulations), (params, states, key), 1 + args.repeats
-        )
+        fns = {"floor": floor_fn(static, env, num_simulations)}
         for algo, backend in itertools.product(ALGOS, BACKENDS):
             search = make_search(algo, backend, num_simulations)
-            compile_s, ms = timed(
-                search_fn(search, static, env), (params, states, key), args.repeats
-            )
+            fns[algo, backend] = search_fn(search, static, env)
+        results = timed(fns, (params, states, key), args.repeats)
+        _, floor_ms = results.pop("floor")
+        for (algo, backend), (compile_s, ms) in results.items():
             record = dict(
                 env=env_name,
                 net=net_name,
