@@ -24,6 +24,10 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Search throughput, native vs mctx. Pass `-- --quick` for connect_four only."""
+    """Search throughput (native vs mctx) and training throughput of the presets.
+
+    `nox -s bench -- --quick` runs the search benchmark on connect_four only.
+    """
     session.install("-e", ".[dev]")
     session.run("python", "-m", "benchmarks.search", *session.posargs)
+    session.run("python", "-m", "benchmarks.train")

@@ -14,6 +14,7 @@ from . import (
     envs as envs,
     nets as nets,
     parallel as parallel,
+    presets as presets,
     search as search,
 )
 

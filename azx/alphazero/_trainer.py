@@ -12,7 +12,7 @@ from ..buffer import Batch, BufferState, Experience, ReplayBuffer
 from ..envs import AbstractEnv
 from ..search import AbstractSearch
 from ._config import Config
-from ._loss import LossMetrics, loss
+from ._loss import loss
 
 
 class Metrics(eqx.Module):
@@ -314,43 +314,83 @@ class AlphaZero(eqx.Module):
         parts = jax.tree.map(self._sum, parts)
         return eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state)), parts
 
-    def step(self, state: TrainState, key: PRNGKey) -> TrainState:
-        """One training iteration: `collect_steps` self-play moves in every game, then
-        `train_steps` learner updates. Pure: the same state and key give the same result.
-        """
+    def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """`collect_steps` moves with search in every game, stored in the buffer; games
+        that end are restarted. Sets the self-play fields of `state.metrics`."""
         rows = state.episode_return.shape[0]
         first_row = self._first_row(rows)
-        play_key, learn_key = jax.random.split(key)
 
         def play(state, index):
-            return self._self_play_move(state, jax.random.fold_in(play_key, index), first_row)
+            return self._self_play_move(state, jax.random.fold_in(key, index), first_row)
 
         state, finished = jax.lax.scan(play, state, jnp.arange(self.config.collect_steps))
         episodes, return_sum, length_sum, root_sum = (self._sum(jnp.sum(x)) for x in finished)
-
-        def learn(state, index):
-            return self._learn(state, jax.random.fold_in(learn_key, index), first_row)
-
-        state, parts = jax.lax.scan(learn, state, jnp.arange(self.config.train_steps))
-        metrics = _metrics(parts, episodes, return_sum, length_sum, root_sum)
-        num_envs = self.config.num_envs
-        metrics = eqx.tree_at(
-            lambda m: (m.root_value, m.buffer_positions),
-            metrics,
+        finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
+        moves = self.config.num_envs * self.config.collect_steps
+        return eqx.tree_at(
+            lambda s: (
+                s.env_steps,
+                s.metrics.episodes,
+                s.metrics.episode_return,
+                s.metrics.episode_length,
+                s.metrics.root_value,
+                s.metrics.buffer_positions,
+            ),
+            state,
             (
-                root_sum / (num_envs * self.config.collect_steps),
+                state.env_steps + moves,
+                episodes.astype(jnp.int32),
+                return_sum / finished_games,
+                length_sum.astype(jnp.float32) / finished_games,
+                root_sum / moves,
                 self._sum(self.buffer.num_valid(state.buffer)),
             ),
         )
+
+    def learn(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """`train_steps` gradient updates on minibatches from the buffer (each skipped if
+        no position has a known target yet). Sets the loss fields of `state.metrics`."""
+        first_row = self._first_row(state.episode_return.shape[0])
+
+        def update(state, index):
+            return self._learn(state, jax.random.fold_in(key, index), first_row)
+
+        state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
+        applied = parts.count > 0
+        num_applied = jnp.sum(applied, dtype=jnp.int32)
+
+        def mean(total):
+            per_update = total / jnp.maximum(parts.count, 1.0)
+            denominator = jnp.maximum(num_applied, 1).astype(jnp.float32)
+            return jnp.sum(jnp.where(applied, per_update, 0.0)) / denominator
+
         return eqx.tree_at(
-            lambda s: (s.iteration, s.env_steps, s.metrics),
+            lambda s: (
+                s.metrics.loss,
+                s.metrics.policy_loss,
+                s.metrics.value_loss,
+                s.metrics.policy_entropy,
+                s.metrics.value_error,
+                s.metrics.updates_applied,
+            ),
             state,
             (
-                state.iteration + 1,
-                state.env_steps + num_envs * self.config.collect_steps,
-                metrics,
+                mean(parts.loss),
+                mean(parts.policy_loss),
+                mean(parts.value_loss),
+                mean(parts.policy_entropy),
+                mean(parts.value_error),
+                num_applied,
             ),
         )
+
+    def step(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """One training iteration: `self_play` (`collect_steps` moves in every game), then
+        `learn` (`train_steps` updates). Pure: the same state and key give the same result.
+        """
+        play_key, learn_key = jax.random.split(key)
+        state = self.learn(self.self_play(state, play_key), learn_key)
+        return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
 
     def train(self, state: TrainState, num_steps: int) -> TrainState:
         """`num_steps` calls of `step` in one `lax.scan`, keyed by `state.key` and the
@@ -360,30 +400,3 @@ class AlphaZero(eqx.Module):
             return self.step(state, jax.random.fold_in(state.key, state.iteration)), None
 
         return jax.lax.scan(body, state, None, length=num_steps)[0]
-
-
-def _metrics(parts: LossMetrics, episodes, return_sum, length_sum, root_sum) -> Metrics:
-    # `parts` holds per-update sums over positions (stacked over updates).
-    applied = parts.count > 0
-    num_applied = jnp.sum(applied, dtype=jnp.int32)
-
-    def mean(total):
-        per_update = total / jnp.maximum(parts.count, 1.0)
-        return jnp.sum(jnp.where(applied, per_update, 0.0)) / jnp.maximum(num_applied, 1).astype(
-            jnp.float32
-        )
-
-    finished = jnp.maximum(episodes, 1).astype(jnp.float32)
-    return Metrics(
-        loss=mean(parts.loss),
-        policy_loss=mean(parts.policy_loss),
-        value_loss=mean(parts.value_loss),
-        policy_entropy=mean(parts.policy_entropy),
-        value_error=mean(parts.value_error),
-        updates_applied=num_applied,
-        episodes=episodes.astype(jnp.int32),
-        episode_return=return_sum / finished,
-        episode_length=length_sum.astype(jnp.float32) / finished,
-        root_value=root_sum,
-        buffer_positions=jnp.int32(0),
-    )

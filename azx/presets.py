@@ -1,0 +1,136 @@
+"""Ready-made training setups: the game, network, search and sizes that work together.
+
+preset = azx.presets.get("tic_tac_toe")
+trainer, state = preset.build(seed=0)
+state = eqx.filter_jit(trainer.train)(state, preset.iterations)
+"""
+
+import dataclasses
+from typing import Any
+
+import jax
+
+from . import envs, nets, search
+from .alphazero import AlphaZero, Config, TrainState
+
+
+@dataclasses.dataclass(frozen=True)
+class Preset:
+    """A named training setup. Frozen; derive variants with `dataclasses.replace`."""
+
+    name: str
+    env: str
+    """Name for [`azx.envs.make`][]."""
+    network: str
+    """`"mlp"` or `"resnet"`."""
+    network_options: dict[str, Any]
+    search: str
+    """`"puct"` or `"gumbel"` (native search)."""
+    search_options: dict[str, Any]
+    config: Config
+    iterations: int
+    """Training iterations (`step` calls) of a full run."""
+    description: str = ""
+
+    def make_env(self) -> envs.AbstractEnv:
+        return envs.make(self.env)
+
+    def make_network(self, env: envs.AbstractEnv, *, key) -> Any:
+        options = dict(self.network_options)
+        if env.num_players == 1:
+            options.setdefault("bounded_value", False)
+        if self.network == "mlp":
+            return nets.MLP(env.observation_shape, env.num_actions, key=key, **options)
+        if self.network == "resnet":
+            return nets.AlphaZeroResNet(env.observation_shape, env.num_actions, key=key, **options)
+        raise ValueError(f"unknown network {self.network!r}; expected 'mlp' or 'resnet'")
+
+    def make_search(self, **overrides) -> search.AbstractSearch:
+        options = self.search_options | overrides
+        return search.make(self.search, options.pop("num_simulations"), **options)
+
+    def build(self, *, seed: int = 0) -> tuple[AlphaZero, TrainState]:
+        """The trainer and its initial state for `seed`."""
+        env = self.make_env()
+        net_key, run_key = jax.random.split(jax.random.key(seed))
+        trainer = AlphaZero(env, self.make_search(), self.config)
+        return trainer, trainer.init(self.make_network(env, key=net_key), key=run_key)
+
+
+_PRESETS = {
+    preset.name: preset
+    for preset in [
+        Preset(
+            name="tic_tac_toe",
+            env="tic_tac_toe",
+            network="mlp",
+            network_options={"width": 64, "depth": 2},
+            search="puct",
+            # Exploratory move choice (the targets stay the visit counts): measured on
+            # four seeds, it took the greedy network's exact loss rate as second player
+            # against a random opponent from 0.4-1.9% to 0.0%.
+            search_options={"num_simulations": 64, "temperature": 1.5, "dirichlet_fraction": 0.5},
+            config=Config(
+                num_envs=64,
+                collect_steps=8,
+                train_steps=32,
+                batch_size=256,
+                buffer_capacity=16384,
+                learning_rate=3e-3,
+                decay_iterations=400,
+            ),
+            iterations=400,
+            description="tic-tac-toe, MLP, PUCT 64 simulations: near-perfect play in minutes",
+        ),
+        Preset(
+            name="connect_four",
+            env="connect_four",
+            network="mlp",
+            network_options={"width": 256, "depth": 3},
+            search="puct",
+            search_options={"num_simulations": 64},
+            config=Config(
+                num_envs=256,
+                collect_steps=8,
+                train_steps=16,
+                batch_size=512,
+                buffer_capacity=131072,
+                learning_rate=1e-3,
+                decay_iterations=1000,
+            ),
+            iterations=1000,
+            description="connect four, MLP, PUCT 64 simulations",
+        ),
+        Preset(
+            name="othello",
+            env="othello",
+            network="resnet",
+            network_options={"channels": 32, "num_blocks": 4},
+            search="gumbel",
+            search_options={"num_simulations": 32},
+            config=Config(
+                num_envs=128,
+                collect_steps=8,
+                train_steps=8,
+                batch_size=512,
+                buffer_capacity=131072,
+                learning_rate=1e-3,
+                decay_iterations=1000,
+            ),
+            iterations=1000,
+            description="othello, small ResNet, Gumbel 32 simulations",
+        ),
+    ]
+}
+
+
+def names() -> tuple[str, ...]:
+    """Names of the presets."""
+    return tuple(_PRESETS)
+
+
+def get(name: str) -> Preset:
+    """The preset called `name`; `ValueError` listing the names if there is none."""
+    if name not in _PRESETS:
+        raise ValueError(f"unknown preset {name!r}; available: {', '.join(_PRESETS)}")
+    return _PRESETS[name]

@@ -1,0 +1,101 @@
+"""Training throughput of the presets: self-play moves/s and learner updates/s.
+
+    python -m benchmarks.train [--presets tic_tac_toe connect_four] [--repeats 5] [--json PATH]
+
+Self-play and learning are timed separately (`AlphaZero.self_play` and `AlphaZero.learn`,
+each jitted), compile time apart from steady state (median of `--repeats` calls after a
+warm-up). The learner is timed on a buffer filled by self-play, so its updates are real.
+"""
+
+import argparse
+import json
+import statistics
+import time
+
+import equinox as eqx
+import jax
+
+import azx
+
+
+def _timed(function, *args):
+    start = time.perf_counter()
+    out = jax.block_until_ready(function(*args))
+    return out, time.perf_counter() - start
+
+
+def measure(name: str, repeats: int) -> dict:
+    preset = azx.presets.get(name)
+    trainer, state = preset.build(seed=0)
+    config = trainer.config
+    self_play = eqx.filter_jit(trainer.self_play)
+    learn = eqx.filter_jit(trainer.learn)
+    keys = iter(jax.random.split(jax.random.key(0), 4 * repeats + 16))
+
+    state, play_compile = _timed(self_play, state, next(keys))
+    # Fill the buffer until finished games give the learner real data.
+    while int(trainer.buffer.num_valid(state.buffer)) < config.batch_size:
+        state, _ = _timed(self_play, state, next(keys))
+    state, learn_compile = _timed(learn, state, next(keys))
+
+    play_times, learn_times = [], []
+    for _ in range(repeats):
+        state, seconds = _timed(self_play, state, next(keys))
+        play_times.append(seconds)
+        state, seconds = _timed(learn, state, next(keys))
+        learn_times.append(seconds)
+    play_s, learn_s = statistics.median(play_times), statistics.median(learn_times)
+    moves = config.num_envs * config.collect_steps
+    return {
+        "preset": name,
+        "env": preset.env,
+        "network": preset.network,
+        "search": preset.search,
+        "num_simulations": preset.search_options["num_simulations"],
+        "num_envs": config.num_envs,
+        "collect_steps": config.collect_steps,
+        "train_steps": config.train_steps,
+        "batch_size": config.batch_size,
+        "selfplay_moves_per_s": moves / play_s,
+        "learner_updates_per_s": config.train_steps / learn_s,
+        "step_s": play_s + learn_s,
+        "selfplay_compile_s": play_compile,
+        "learn_compile_s": learn_compile,
+        "backend": jax.default_backend(),
+    }
+
+
+def table(records: list[dict]) -> str:
+    lines = [
+        "| preset | network | search | envs | self-play moves/s | learner updates/s "
+        "| s/step | compile self-play s | compile learn s |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        lines.append(
+            f"| {r['preset']} | {r['network']} | {r['search']} {r['num_simulations']} "
+            f"| {r['num_envs']} | {r['selfplay_moves_per_s']:.0f} "
+            f"| {r['learner_updates_per_s']:.1f} | {r['step_s']:.3f} "
+            f"| {r['selfplay_compile_s']:.1f} | {r['learn_compile_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--presets", nargs="+", default=["tic_tac_toe", "connect_four"])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--json", help="write the records to this JSON file")
+    args = parser.parse_args(argv)
+    records = []
+    for name in args.presets:
+        records.append(measure(name, args.repeats))
+        print(f"measured {name}", flush=True)
+    print(table(records))
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(records, file, indent=2)
+
+
+if __name__ == "__main__":
+    main()
