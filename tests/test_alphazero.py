@@ -103,3 +103,61 @@ def test_more_than_two_players_is_rejected():
     env = azx.envs.make("sparrow_mahjong")
     with pytest.raises(ValueError, match="num_players=3"):
         azx.alphazero.AlphaZero(env, azx.search.Gumbel(4))
+
+
+def test_tic_tac_toe_preset_learns_to_beat_random_play():
+    """The raw network (argmax of its policy, no search) after the tic_tac_toe preset's
+    training run, against a uniformly random player: 500 games as each colour."""
+    preset = azx.presets.get("tic_tac_toe")
+    trainer, state = preset.build(seed=0)
+    state = eqx.filter_jit(trainer.train)(state, preset.iterations)
+    assert int(state.iteration) == preset.iterations
+    match = eqx.filter_jit(azx.arena.play_match)(
+        trainer.env,
+        azx.arena.NetworkAgent(state.net),
+        azx.arena.RandomAgent(),
+        num_games=1000,
+        key=jax.random.key(123),
+    )
+    wins_first, _, _ = match.as_first
+    _, _, losses_second = match.as_second
+    print(f"as first W/D/L {match.as_first}, as second {match.as_second}")
+    assert match.num_unfinished == 0
+    assert wins_first >= 450  # at least 90% of 500 as first player
+    assert losses_second <= 10  # at most 2% of 500 as second player
+
+
+def test_same_step_trains_2048_single_player_with_chance():
+    """pgx 2048: one player, intermediate rewards, random tiles. The greedy network's
+    returns after a short run against a uniformly random policy and the untrained
+    network, over the same 256 games (same tile draws)."""
+    game = azx.envs.make("2048")
+    env = azx.envs.ScaleRewards(game, 0.01)  # returns of order 10, not 1000
+    net = azx.nets.MLP(
+        env.observation_shape,
+        env.num_actions,
+        width=128,
+        bounded_value=False,
+        key=jax.random.key(0),
+    )
+    search = azx.search.Gumbel(16, gamma=0.99, q_normalisation="tree")
+    config = azx.alphazero.Config(
+        num_envs=64, collect_steps=16, train_steps=8, batch_size=256, buffer_capacity=16384
+    )
+    trainer = azx.alphazero.AlphaZero(env, search, config)
+    state = eqx.filter_jit(trainer.train)(trainer.init(net, key=jax.random.key(1)), 60)
+
+    @eqx.filter_jit
+    def returns(agent):
+        return azx.arena.episode_returns(game, agent, num_games=256, key=jax.random.key(9))
+
+    random_returns, random_done = returns(azx.arena.RandomAgent())
+    untrained, untrained_done = returns(azx.arena.NetworkAgent(net))
+    trained, trained_done = returns(azx.arena.NetworkAgent(state.net))
+    assert bool(jnp.all(random_done & untrained_done & trained_done))
+    print(
+        f"2048 mean return: random {float(random_returns.mean()):.0f}, untrained greedy "
+        f"{float(untrained.mean()):.0f}, trained greedy {float(trained.mean()):.0f}"
+    )
+    assert float(trained.mean()) > 1.5 * float(random_returns.mean())
+    assert float(trained.mean()) > 2.0 * float(untrained.mean())

@@ -2,3 +2,4 @@
 
 from ._abstract import AbstractEnv as AbstractEnv
 from ._pgx import PgxEnv as PgxEnv, available as available, make as make
+from ._wrappers import ScaleRewards as ScaleRewards
