@@ -11,7 +11,7 @@ nox.options.sessions = ["lint", "tests"]
 def tests(session: nox.Session) -> None:
     """The test suite, with runtime shape checking (see pyproject's pytest addopts)."""
     session.install("-e", ".[dev]")
-    session.run("pytest", *session.posargs)
+    session.run("pytest", *(session.posargs or ["-n", "2"]))
 
 
 @nox.session
