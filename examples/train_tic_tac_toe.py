@@ -3,8 +3,9 @@
     python examples/train_tic_tac_toe.py
 
 Uses the `tic_tac_toe` preset (MLP, PUCT with 64 simulations, 64 games in parallel).
-Before training and every 50 iterations it prints the losses and the raw network's results (argmax of its
-policy, no search) against a uniformly random player, 500 games as each colour.
+Before training and every 50 iterations it prints the losses and the raw network's
+results (argmax of its policy, no search) against a uniformly random player, 500 games
+as each colour.
 """
 
 import time
