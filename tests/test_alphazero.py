@@ -36,7 +36,7 @@ def test_step_is_pure_compiles_once_and_scans_exactly(search):
 
     _assert_trees_equal(scanned(state), separate)
     assert int(separate.iteration) == 3
-    assert int(separate.env_steps) == 3 * 8 * 4
+    assert trainer.env_steps(separate) == 3 * 8 * 4
 
 
 def test_no_update_before_any_game_has_ended():

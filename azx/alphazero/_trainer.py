@@ -58,8 +58,6 @@ class TrainState(eqx.Module):
     episode_length: Int[Array, " num_envs"]
     iteration: Int[Array, ""]
     """Number of `step` calls so far."""
-    env_steps: Int[Array, ""]
-    """Moves played so far, over all games."""
     metrics: Metrics
     key: PRNGKey
     """The run's key; `AlphaZero.train` derives each step's key from it and `iteration`."""
@@ -207,7 +205,6 @@ class AlphaZero(eqx.Module):
             episode_return=jnp.zeros(rows, jnp.float32),
             episode_length=jnp.zeros(rows, jnp.int32),
             iteration=jnp.int32(0),
-            env_steps=jnp.int32(0),
             metrics=_zero_metrics(),
             key=key,
             net_static=net_static,
@@ -329,7 +326,6 @@ class AlphaZero(eqx.Module):
         moves = self.config.num_envs * self.config.collect_steps
         return eqx.tree_at(
             lambda s: (
-                s.env_steps,
                 s.metrics.episodes,
                 s.metrics.episode_return,
                 s.metrics.episode_length,
@@ -338,7 +334,6 @@ class AlphaZero(eqx.Module):
             ),
             state,
             (
-                state.env_steps + moves,
                 episodes.astype(jnp.int32),
                 return_sum / finished_games,
                 length_sum.astype(jnp.float32) / finished_games,
@@ -391,6 +386,11 @@ class AlphaZero(eqx.Module):
         play_key, learn_key = jax.random.split(key)
         state = self.learn(self.self_play(state, play_key), learn_key)
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
+
+    def env_steps(self, state: TrainState) -> int:
+        """Moves played so far over all games, by `step` (a Python int: no int32
+        overflow at accelerator rates)."""
+        return int(state.iteration) * self.config.num_envs * self.config.collect_steps
 
     def train(self, state: TrainState, num_steps: int) -> TrainState:
         """`num_steps` calls of `step` in one `lax.scan`, keyed by `state.key` and the
