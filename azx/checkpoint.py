@@ -8,6 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 import orbax.checkpoint as ocp
 
+from ._validate import check_positive_int
+
 
 def _flatten(tree) -> dict[str, Any]:
     # A flat {path: array} dict: readable on disk and in error messages, and independent of
@@ -44,8 +46,7 @@ class Checkpointer:
     """
 
     def __init__(self, directory: str | os.PathLike, *, max_to_keep: int = 3):
-        if isinstance(max_to_keep, bool) or not isinstance(max_to_keep, int) or max_to_keep < 1:
-            raise ValueError(f"max_to_keep must be a positive int, got {max_to_keep!r}")
+        check_positive_int("max_to_keep", max_to_keep)
         self.directory = os.path.abspath(os.fspath(directory))
         self._manager = ocp.CheckpointManager(
             self.directory,

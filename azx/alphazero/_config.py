@@ -2,10 +2,7 @@ import math
 
 import equinox as eqx
 
-
-def _positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+from .._validate import check_positive_int
 
 
 def _non_negative_float(name: str, value: object) -> None:
@@ -55,11 +52,11 @@ class Config(eqx.Module):
 
     def __check_init__(self):
         for name in ("num_envs", "collect_steps", "train_steps", "batch_size", "buffer_capacity"):
-            _positive_int(name, getattr(self, name))
+            check_positive_int(name, getattr(self, name))
         for name in ("learning_rate", "weight_decay", "max_grad_norm", "value_loss_weight"):
             _non_negative_float(name, getattr(self, name))
         if self.decay_iterations is not None:
-            _positive_int("decay_iterations", self.decay_iterations)
+            check_positive_int("decay_iterations", self.decay_iterations)
         if self.exploration_moves is not None and (
             isinstance(self.exploration_moves, bool)
             or not isinstance(self.exploration_moves, int)

@@ -3,6 +3,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
 from .._types import PRNGKey
+from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent
 
@@ -28,8 +29,7 @@ def episode_returns(
             f"episode_returns is for single-player games; this one has {env.num_players} "
             "players (use play_match)"
         )
-    if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games < 1:
-        raise ValueError(f"num_games must be a positive int, got {num_games!r}")
+    check_positive_int("num_games", num_games)
     init_key, key = jax.random.split(key)
     state = jax.vmap(env.init)(jax.random.split(init_key, num_games))
 

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from .._types import EnvState, PRNGKey
+from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent, _Stateless, _stateless, random_legal
 
@@ -84,12 +85,7 @@ class RolloutMCTSAgent(AbstractAgent):
         - `num_simulations`: playouts per move (each adds at most one node).
         - `exploration`: the UCT constant `c` in `Q + c * sqrt(ln N / n)`.
         """
-        if (
-            isinstance(num_simulations, bool)
-            or not isinstance(num_simulations, int)
-            or num_simulations < 1
-        ):
-            raise ValueError(f"num_simulations must be a positive int, got {num_simulations!r}")
+        check_positive_int("num_simulations", num_simulations)
         if (
             isinstance(exploration, bool)
             or not isinstance(exploration, int | float)

@@ -6,6 +6,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import PRNGKey
+from .._validate import check_positive_int
 
 
 class Experience(eqx.Module):
@@ -71,11 +72,6 @@ class Batch(eqx.Module):
 
 
 _TRUNCATION_MODES = ("drop", "bootstrap")
-
-
-def _check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
 
 
 def _check_experience(experience: Experience, batch_shape: tuple[int, ...]) -> None:
@@ -177,8 +173,8 @@ class ReplayBuffer(eqx.Module):
         Discounting lives in each step's `Experience.discount`, not here, so that the
         buffer and the search can never disagree about `gamma`.
         """
-        _check_positive_int("capacity", capacity)
-        _check_positive_int("num_envs", num_envs)
+        check_positive_int("capacity", capacity)
+        check_positive_int("num_envs", num_envs)
         if capacity % num_envs != 0:
             lower = max(num_envs, capacity - capacity % num_envs)
             raise ValueError(
@@ -298,7 +294,7 @@ class ReplayBuffer(eqx.Module):
         **Returns:** a [`azx.buffer.Batch`][]; `mask` is all `True` once any step has a
         target and all `False` before, in which case the learner should skip its update.
         """
-        _check_positive_int("batch_size", batch_size)
+        check_positive_int("batch_size", batch_size)
         rows, slots = state.has_target.shape
         valid = state.has_target.reshape(rows * slots)
         # Inverse-CDF sampling: the i-th valid slot is the first whose running count of

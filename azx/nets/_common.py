@@ -3,10 +3,7 @@ import math
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Shaped
 
-
-def check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+from .._validate import check_positive_int as check_positive_int
 
 
 def check_shape(observation_shape: object) -> tuple[int, ...]:

@@ -2,10 +2,7 @@
 
 import math
 
-
-def check_positive_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be a positive int, got {value!r}")
+from .._validate import check_positive_int as check_positive_int
 
 
 def check_optional_positive_int(name: str, value: object) -> None:
