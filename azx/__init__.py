@@ -3,7 +3,8 @@
 Subpackages: `azx.envs` (environments), `azx.nets` (policy-value networks),
 `azx.search` (batched MCTS), `azx.buffer` (episode replay buffer), `azx.alphazero`
 (the training step), `azx.arena` (agents, matches, Elo), `azx.parallel` (data
-parallelism over a device mesh), `azx.checkpoint` (orbax checkpoints).
+parallelism over a device mesh), `azx.checkpoint` (orbax checkpoints), `azx.run` (run directories:
+`azx.load_run` opens what `azx train` wrote).
 """
 
 from . import (
@@ -15,8 +16,10 @@ from . import (
     nets as nets,
     parallel as parallel,
     presets as presets,
+    run as run,
     search as search,
 )
+from .run import load_run as load_run
 
 
 __version__ = "0.1.0"

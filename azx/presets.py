@@ -11,6 +11,7 @@ from typing import Any
 import jax
 
 from . import envs, nets, search
+from ._validate import check_positive_int
 from .alphazero import AlphaZero, Config, TrainState
 
 
@@ -31,6 +32,24 @@ class Preset:
     iterations: int
     """Training iterations (`step` calls) of a full run."""
     description: str = ""
+    eval_opponents: tuple[str, ...] = ("random", "greedy")
+    """Opponents `azx train` evaluates against (specs for [`azx.arena.opponent`][])."""
+    eval_agents: tuple[str, ...] = ("search",)
+    """Which agents are evaluated: `"search"` (network + search at the training number
+    of simulations, played greedily) and/or `"network"` (argmax of the policy)."""
+    eval_every: int = 100
+    """Iterations between evaluations (and checkpoints) in `azx train`."""
+    eval_games: int = 200
+    """Games per evaluation match, half with each colour."""
+    log_every: int = 10
+    """Iterations per jitted training call: the granularity of logging and Ctrl-C."""
+
+    def __post_init__(self):
+        for name in ("iterations", "eval_every", "eval_games", "log_every"):
+            check_positive_int(name, getattr(self, name))
+        bad = set(self.eval_agents) - {"search", "network"}
+        if bad:
+            raise ValueError(f"eval_agents must be 'search' and/or 'network', got {sorted(bad)}")
 
     def make_env(self) -> envs.AbstractEnv:
         return envs.make(self.env)
@@ -48,6 +67,39 @@ class Preset:
     def make_search(self, **overrides) -> search.AbstractSearch:
         options = self.search_options | overrides
         return search.make(self.search, options.pop("num_simulations"), **options)
+
+    def make_eval_search(self, **overrides) -> search.AbstractSearch:
+        """The training search with its exploration switched off: the most visited action
+        (PUCT, no root noise) or noise-free sequential halving (Gumbel)."""
+        greedy = (
+            {"temperature": 0.0, "dirichlet_fraction": 0.0}
+            if self.search == "puct"
+            else {"gumbel_scale": 0.0}
+        )
+        return self.make_search(**(greedy | overrides))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable description; `Preset.from_dict` inverts it."""
+        out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
+        out["config"] = {
+            field.name: getattr(self.config, field.name) for field in dataclasses.fields(Config)
+        }
+        for name in ("eval_opponents", "eval_agents"):
+            out[name] = list(out[name])
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Preset":
+        known = {field.name for field in dataclasses.fields(cls)}
+        unknown = set(data) - known
+        if unknown:
+            raise ValueError(f"unknown preset fields {sorted(unknown)}; known: {sorted(known)}")
+        data = dict(data)
+        data["config"] = Config(**data["config"])
+        for name in ("eval_opponents", "eval_agents"):
+            if name in data:
+                data[name] = tuple(data[name])
+        return cls(**data)
 
     def build(self, *, seed: int = 0) -> tuple[AlphaZero, TrainState]:
         """The trainer and its initial state for `seed`."""
@@ -81,6 +133,8 @@ _PRESETS = {
             ),
             iterations=400,
             description="tic-tac-toe, MLP, PUCT 64 simulations: near-perfect play in minutes",
+            eval_opponents=("random", "solver"),
+            eval_agents=("search", "network"),
         ),
         Preset(
             name="connect_four",

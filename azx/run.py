@@ -1,0 +1,646 @@
+"""Training runs on disk: what `azx train` writes, `azx eval` reads and `load_run` opens.
+
+A run directory holds
+
+- `config.json`: the seed and the full [`azx.presets.Preset`][] the run was trained with;
+- `metrics.jsonl`: one JSON object per logged iteration (losses, throughput and, where an
+  evaluation ran, its results);
+- `checkpoints/`: orbax checkpoints of the whole training state (the last three);
+- `learning_curve.png`: losses and evaluation scores over training;
+- `evals/`: results written by `azx eval`.
+
+    run = azx.load_run("runs/tic_tac_toe-seed0")
+    logits, value = run.net(observation)          # one observation
+    result = azx.arena.play_match(run.env, run.agent(), azx.arena.RandomAgent(),
+                                  num_games=100, key=jax.random.key(0))
+"""
+
+import dataclasses
+import json
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+
+from . import arena, presets
+from .alphazero import AlphaZero, TrainState
+from .checkpoint import Checkpointer
+from .envs import AbstractEnv
+
+
+__all__ = ["Run", "RunError", "evaluate", "load_run", "match_record", "train"]
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_DIR = "checkpoints"
+CURVE_FILE = "learning_curve.png"
+EVAL_DIR = "evals"
+CHECKPOINT_SECONDS = 300.0
+"""Save at least this often (besides every evaluation), so that a crash loses little."""
+_EVAL_STREAM = 1  # key streams of a run's seed: training uses the seed's key itself
+
+
+class RunError(ValueError):
+    """Bad input for a run (unknown preset, missing checkpoint, conflicting directory...).
+    The command line prints it as one line and exits with status 2."""
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename: never half-written."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _write_json(path: Path, data: Any) -> None:
+    _write_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of a run's `metrics.jsonl` (empty if there are none yet)."""
+    path = Path(directory) / METRICS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _run_config(preset: presets.Preset, seed: int) -> dict[str, Any]:
+    from . import __version__
+
+    return {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
+
+
+# What changes the trained network; the rest (length, evaluation, logging) may differ
+# between a run and its resumption.
+_NOT_TRAINING = {"name", "description", "iterations", "eval_opponents", "eval_agents",
+                 "eval_every", "eval_games", "log_every"}  # fmt: skip
+
+
+def _training_identity(config: dict[str, Any]) -> dict[str, Any]:
+    preset = {k: v for k, v in config["preset"].items() if k not in _NOT_TRAINING}
+    return {"seed": config["seed"], **preset}
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    names = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            names += _differences(x, y, f"{prefix}{key}.")
+        elif x != y:
+            names.append(f"{prefix}{key} ({x!r} there, {y!r} here)")
+    return names
+
+
+def _load_config(directory: Path) -> dict[str, Any]:
+    path = directory / CONFIG_FILE
+    if not path.exists():
+        raise RunError(f"{directory} is not an azx run: it has no {CONFIG_FILE}")
+    try:
+        config = json.loads(path.read_text())
+        presets.Preset.from_dict(config["preset"])
+        return config
+    except (ValueError, KeyError, TypeError) as error:
+        raise RunError(f"{path} is not a valid run configuration: {error}") from None
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+@dataclasses.dataclass
+class Run:
+    """A trained run, opened by [`azx.load_run`][]."""
+
+    directory: Path
+    preset: presets.Preset
+    """The full training setup (game, network, search, `Config`)."""
+    seed: int
+    iteration: int
+    """Training iterations of the loaded checkpoint."""
+    env: AbstractEnv
+    trainer: AlphaZero
+    state: TrainState
+    """The whole training state at `iteration` (parameters, optimiser, games, buffer)."""
+
+    @property
+    def config(self):
+        """The run's [`azx.alphazero.Config`][]."""
+        return self.preset.config
+
+    @property
+    def net(self) -> Any:
+        """The trained network: an Equinox module mapping ONE observation to
+        `(logits, value)`; `jax.vmap` it for batches."""
+        return self.state.net
+
+    def search(self, num_simulations: int | None = None, **options) -> Any:
+        """The run's search played greedily (no exploration noise), with its training
+        number of simulations unless `num_simulations` is given."""
+        if num_simulations is not None:
+            options["num_simulations"] = num_simulations
+        return self.preset.make_eval_search(**options)
+
+    def agent(self, kind: str = "search", *, num_simulations: int | None = None) -> Any:
+        """An arena agent: `"search"` (network + greedy search) or `"network"` (argmax of
+        the policy, no search)."""
+        if kind == "network":
+            return arena.NetworkAgent(self.net)
+        if kind == "search":
+            return arena.SearchAgent(self.net, self.search(num_simulations))
+        raise RunError(f"agent must be 'search' or 'network', got {kind!r}")
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The records of `metrics.jsonl`."""
+        return read_metrics(self.directory)
+
+
+def _build(preset: presets.Preset, seed: int) -> tuple[AlphaZero, TrainState]:
+    return preset.build(seed=seed)
+
+
+def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
+    """Open the run in `directory` at checkpoint `step` (default: the newest).
+
+    **Raises:** [`azx.run.RunError`][] if the directory holds no run or no checkpoint.
+    """
+    directory = Path(directory)
+    config = _load_config(directory)
+    preset = presets.Preset.from_dict(config["preset"])
+    checkpoints = Checkpointer(directory / CHECKPOINT_DIR)
+    try:
+        if checkpoints.latest_step() is None:
+            raise RunError(f"{directory} has no checkpoint yet")
+        trainer, like = _build(preset, config["seed"])
+        try:
+            state = checkpoints.restore(like, step=step)
+        except FileNotFoundError as error:
+            raise RunError(str(error)) from None
+    finally:
+        checkpoints.close()
+    return Run(
+        directory=directory,
+        preset=preset,
+        seed=config["seed"],
+        iteration=int(state.iteration),
+        env=trainer.env,
+        trainer=trainer,
+        state=state,
+    )
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def match_record(result: arena.MatchResult) -> dict[str, Any]:
+    """A match's counts, score and 95% interval as a JSON-ready dict."""
+    low, high = result.score_interval()
+    return {
+        "games": result.num_games,
+        "wins": result.wins,
+        "draws": result.draws,
+        "losses": result.losses,
+        "as_first": list(result.as_first),
+        "as_second": list(result.as_second),
+        "score": result.score,
+        "score_low": low,
+        "score_high": high,
+        "unfinished": result.num_unfinished,
+    }
+
+
+_play_match = eqx.filter_jit(arena.play_match)
+
+
+def evaluate(
+    env: AbstractEnv,
+    agents: dict[str, arena.AbstractAgent],
+    opponents: Sequence[str],
+    *,
+    num_games: int,
+    key,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Play every agent against every opponent spec (see [`azx.arena.opponent`][]).
+
+    **Returns:** `{agent_name: {opponent_spec: match_record}}`.
+    """
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, agent in agents.items():
+        results[name] = {}
+        for index, spec in enumerate(opponents):
+            result = _play_match(
+                env,
+                agent,
+                arena.opponent(spec, env),
+                num_games=num_games,
+                key=jax.random.fold_in(key, index),
+            )
+            results[name][spec] = match_record(result)
+    return results
+
+
+def describe(record: dict[str, Any]) -> str:
+    """`W/D/L` with per-colour counts and the score's 95% interval, on one line."""
+    first, second = record["as_first"], record["as_second"]
+    return (
+        f"W/D/L {record['wins']}/{record['draws']}/{record['losses']} of {record['games']} "
+        f"(first {'/'.join(map(str, first))}, second {'/'.join(map(str, second))}), "
+        f"score {record['score']:.3f} [{record['score_low']:.3f}, {record['score_high']:.3f}]"
+    )
+
+
+# ----------------------------------------------------------------------------- plot
+
+
+def plot_learning_curve(records: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """Losses (left) and evaluation scores with 95% intervals (right) against iteration."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (losses, scores) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    iterations = [r["iteration"] for r in records]
+    for name in ("loss", "policy_loss", "value_loss"):
+        losses.plot(iterations, [r[name] for r in records], label=name)
+    losses.set(xlabel="iteration", ylabel="loss", title="training loss")
+    if records:
+        losses.legend()
+    evaluated = [r for r in records if "eval" in r]
+    series = sorted({(a, o) for r in evaluated for a in r["eval"] for o in r["eval"][a]})
+    for agent, spec in series:
+        points = [
+            (r["iteration"], r["eval"][agent][spec])
+            for r in evaluated
+            if spec in r["eval"].get(agent, {})
+        ]
+        x = [i for i, _ in points]
+        y = [p["score"] for _, p in points]
+        lower = [p["score"] - p["score_low"] for _, p in points]
+        upper = [p["score_high"] - p["score"] for _, p in points]
+        scores.errorbar(
+            x, y, yerr=[lower, upper], marker="o", capsize=3, label=f"{agent} vs {spec}"
+        )
+    scores.set(
+        xlabel="iteration",
+        ylabel="score (win = 1, draw = 1/2)",
+        title="evaluation (95% intervals)",
+        ylim=(-0.02, 1.02),
+    )
+    if series:
+        scores.legend(fontsize="small")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+# ----------------------------------------------------------------------------- training
+
+
+def _select_preset(preset: str | None, env: str | None) -> presets.Preset:
+    if preset is not None:
+        try:
+            chosen = presets.get(preset)
+        except ValueError as error:
+            raise RunError(str(error)) from None
+        if env is not None and env != chosen.env:
+            raise RunError(
+                f"--env {env!r} does not match preset {preset!r}, which plays {chosen.env!r}"
+            )
+        return chosen
+    env = env or "tic_tac_toe"
+    matching = [name for name in presets.names() if presets.get(name).env == env]
+    if not matching:
+        games = ", ".join(sorted({presets.get(name).env for name in presets.names()}))
+        raise RunError(f"unknown env {env!r}: games with a preset are {games}")
+    return presets.get(matching[0])
+
+
+@contextmanager
+def _interruptible() -> Iterator[Callable[[], bool]]:
+    """While inside, the first Ctrl-C only raises a flag (checked between training calls);
+    a second one interrupts at once."""
+    stop = []
+
+    def handler(signum, frame):
+        if stop:
+            raise KeyboardInterrupt
+        stop.append(signum)
+
+    try:
+        previous = signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread: no handler, no clean stop
+        yield lambda: False
+        return
+    try:
+        yield lambda: bool(stop)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@dataclasses.dataclass
+class _Reporter:
+    """Progress output: a rich progress bar on a terminal, plain lines otherwise."""
+
+    total: int
+    start: int
+    quiet: bool = False
+
+    def __post_init__(self):
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        self.console = Console(stderr=True, quiet=self.quiet)
+        self.progress = Progress(
+            TextColumn("[bold]train"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("eta"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[info]}"),
+            console=self.console,
+            transient=False,
+        )
+        self.task = self.progress.add_task("train", total=self.total, completed=self.start, info="")
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+    def log(self, message: str) -> None:
+        self.progress.console.print(message, highlight=False, soft_wrap=True)
+
+    def advance(self, iteration: int, info: str) -> None:
+        self.progress.update(self.task, completed=iteration, info=info)
+
+
+def _prepare_directory(
+    out: Path, config: dict[str, Any], resume: bool, explicit: dict[str, Any]
+) -> dict[str, Any]:
+    """Check `out` against the requested run; returns the configuration to train with."""
+    checkpoints = out / CHECKPOINT_DIR
+    if resume:
+        if not (out / CONFIG_FILE).exists():
+            raise RunError(f"--resume: {out} holds no run to resume (no {CONFIG_FILE})")
+        saved = _load_config(out)
+        with _checkpointer(out) as manager:
+            if manager.latest_step() is None:
+                raise RunError(
+                    f"--resume: no checkpoint in {checkpoints}; start it again without --resume"
+                )
+        conflicts = [
+            f"--{name} {value!r} (the run has {saved_value!r})"
+            for name, value, saved_value in (
+                ("preset", explicit.get("preset"), saved["preset"]["name"]),
+                ("env", explicit.get("env"), saved["preset"]["env"]),
+                ("seed", explicit.get("seed"), saved["seed"]),
+            )
+            if value is not None and value != saved_value
+        ]
+        if conflicts:
+            raise RunError(
+                f"--resume continues {out} as configured; conflicting: {', '.join(conflicts)}"
+            )
+        return saved
+    if (out / CONFIG_FILE).exists():
+        saved = _load_config(out)
+        differences = _differences(_training_identity(saved), _training_identity(config))
+        if differences:
+            raise RunError(
+                f"{out} holds a run with a different configuration ({'; '.join(differences)}); "
+                "choose another --out, or pass --resume to continue that run"
+            )
+        with _checkpointer(out) as manager:
+            latest = manager.latest_step()
+        if latest is not None:
+            raise RunError(
+                f"{out} already holds this run (checkpoint at iteration {latest}); "
+                "pass --resume to continue it, or choose another --out"
+            )
+    elif out.exists() and any(out.iterdir()):
+        raise RunError(f"{out} is not empty and holds no azx run; choose another --out")
+    return config
+
+
+@contextmanager
+def _checkpointer(out: Path) -> Iterator[Checkpointer]:
+    manager = Checkpointer(out / CHECKPOINT_DIR)
+    try:
+        yield manager
+    finally:
+        manager.close()
+
+
+def train(
+    out: str | os.PathLike | None = None,
+    *,
+    preset: str | None = None,
+    env: str | None = None,
+    seed: int | None = None,
+    resume: bool = False,
+    iterations: int | None = None,
+    eval_every: int | None = None,
+    eval_games: int | None = None,
+    opponents: Sequence[str] | None = None,
+    log_every: int | None = None,
+    quiet: bool = False,
+) -> Run:
+    """Train a preset into the run directory `out` (what `azx train` does).
+
+    Logs `metrics.jsonl` every `log_every` iterations, evaluates and checkpoints every
+    `eval_every` iterations (and at least every five minutes, and at the end), and draws
+    `learning_curve.png`. A first Ctrl-C stops after the running training call, saves a
+    checkpoint and raises `KeyboardInterrupt`; `resume=True` continues from the newest
+    checkpoint exactly as if the run had not stopped.
+
+    Options left as `None` take the preset's values (or, with `resume`, the run's).
+
+    **Returns:** the trained [`azx.run.Run`][].
+
+    **Raises:** [`azx.run.RunError`][] for an unknown preset or env, a directory holding a
+    different run (unless `resume`), or `resume` without a checkpoint.
+    """
+    explicit = {"preset": preset, "env": env, "seed": seed}
+    if resume:
+        if out is None:
+            raise RunError("--resume needs --out, the run directory to continue")
+        out = Path(out)
+        config = _prepare_directory(out, {}, True, explicit)
+        chosen = presets.Preset.from_dict(config["preset"])
+    else:
+        chosen = _select_preset(preset, env)
+        seed = 0 if seed is None else seed
+        out = Path(out) if out is not None else Path("runs") / f"{chosen.name}-seed{seed}"
+        config = _prepare_directory(out, _run_config(chosen, seed), False, explicit)
+    overrides = {
+        "iterations": iterations,
+        "eval_every": eval_every,
+        "eval_games": eval_games,
+        "eval_opponents": None if opponents is None else tuple(opponents),
+        "log_every": log_every,
+    }
+    try:
+        chosen = dataclasses.replace(
+            chosen, **{k: v for k, v in overrides.items() if v is not None}
+        )
+    except ValueError as error:
+        raise RunError(str(error)) from None
+    seed = config["seed"]
+    trainer, state = _build(chosen, seed)
+    game = trainer.env
+    for spec in chosen.eval_opponents:
+        try:
+            arena.opponent(spec, game)
+        except ValueError as error:
+            raise RunError(str(error)) from None
+    if chosen.eval_games % 2:
+        raise RunError(
+            f"eval_games must be even (half the games with each colour), got {chosen.eval_games}"
+        )
+
+    out.mkdir(parents=True, exist_ok=True)
+    config = dict(config, preset=chosen.to_dict())
+    _write_json(out / CONFIG_FILE, config)
+    records: list[dict[str, Any]] = []
+    elapsed_before = 0.0
+    with _checkpointer(out) as checkpoints:
+        if resume:
+            state = checkpoints.restore(state)
+            elapsed_before = float(checkpoints.meta().get("elapsed_s", 0.0))
+            records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
+        _write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
+        state = _train_loop(
+            out, chosen, trainer, state, checkpoints, records, elapsed_before, seed, quiet
+        )
+    return Run(
+        directory=out,
+        preset=chosen,
+        seed=seed,
+        iteration=int(state.iteration),
+        env=game,
+        trainer=trainer,
+        state=state,
+    )
+
+
+def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_before, seed, quiet):
+    config = trainer.config
+    chunk = min(preset.log_every, preset.iterations)
+    first = int(state.iteration)
+    moves_per_iteration = config.num_envs * config.collect_steps
+    eval_key = jax.random.fold_in(jax.random.key(seed), _EVAL_STREAM)
+    train_fn = eqx.filter_jit(trainer.train)
+    started = time.perf_counter()
+    last_save = started
+
+    def elapsed():
+        return elapsed_before + time.perf_counter() - started
+
+    def save(state):
+        iteration = int(state.iteration)
+        checkpoints.save(
+            state, step=iteration, meta={"iteration": iteration, "elapsed_s": elapsed()}
+        )
+
+    def evaluate_now(state) -> dict:
+        agents = {}
+        for kind in preset.eval_agents:
+            agents[kind] = (
+                arena.NetworkAgent(state.net)
+                if kind == "network"
+                else arena.SearchAgent(state.net, preset.make_eval_search())
+            )
+        key = jax.random.fold_in(eval_key, int(state.iteration))
+        return evaluate(
+            trainer.env, agents, preset.eval_opponents, num_games=preset.eval_games, key=key
+        )
+
+    with _Reporter(preset.iterations, first, quiet) as report, _interruptible() as stopped:
+        if first >= preset.iterations:
+            report.log(f"{out}: already trained {first} of {preset.iterations} iterations")
+            return state
+        report.log(
+            f"{preset.description or preset.name}: {preset.iterations} iterations, seed {seed}, "
+            f"writing to {out}" + (f" (resuming at iteration {first})" if first else "")
+        )
+        compile_start = time.perf_counter()
+        step_chunk = train_fn.lower(state, chunk).compile()
+        report.log(f"compiled the training step in {time.perf_counter() - compile_start:.1f}s")
+        iteration = first
+        interrupted = False
+        while iteration < preset.iterations:
+            n = min(chunk, preset.iterations - iteration)
+            tick = time.perf_counter()
+            state = step_chunk(state, n) if n == chunk else train_fn(state, n)
+            state = jax.block_until_ready(state)
+            seconds = time.perf_counter() - tick
+            previous, iteration = iteration, int(state.iteration)
+            metrics = state.metrics
+            record = {
+                "iteration": iteration,
+                "env_steps": iteration * moves_per_iteration,
+                "loss": float(metrics.loss),
+                "policy_loss": float(metrics.policy_loss),
+                "value_loss": float(metrics.value_loss),
+                "selfplay_steps_per_s": n * moves_per_iteration / seconds,
+                "elapsed_s": elapsed(),
+            }
+            finished = iteration >= preset.iterations
+            due = finished or previous // preset.eval_every != iteration // preset.eval_every
+            if due:
+                record["eval"] = evaluate_now(state)
+                for agent, results in record["eval"].items():
+                    for spec, result in results.items():
+                        report.log(f"iteration {iteration}: {agent} vs {spec}: {describe(result)}")
+            records.append(record)
+            with open(out / METRICS_FILE, "a") as file:
+                file.write(json.dumps(record) + "\n")
+            interrupted = stopped()
+            if due or interrupted or time.perf_counter() - last_save > CHECKPOINT_SECONDS:
+                save(state)
+                last_save = time.perf_counter()
+            if due:
+                plot_learning_curve(records, out / CURVE_FILE)
+            report.advance(
+                iteration,
+                f"loss {record['loss']:.3f} | {record['selfplay_steps_per_s']:.0f} moves/s",
+            )
+            if interrupted:
+                plot_learning_curve(records, out / CURVE_FILE)
+                report.log(
+                    f"interrupted: saved a checkpoint at iteration {iteration}; "
+                    f"continue with: azx train --out {out} --resume"
+                )
+                raise KeyboardInterrupt
+        report.log(
+            f"done: {iteration} iterations in {elapsed():.0f}s; results in {out} "
+            f"({METRICS_FILE}, {CURVE_FILE}, {CHECKPOINT_DIR}/)"
+        )
+    return state

@@ -1,0 +1,181 @@
+"""The `azx` command end to end: train, resume, Ctrl-C, eval, play, load_run, bad input.
+
+Small runs of the real tic_tac_toe preset (2-4 iterations, few evaluation games): the
+point is the plumbing (files, checkpoints, exact resumption, exit codes), not strength.
+"""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import azx
+from azx.cli import app
+
+
+SMALL = ["--log-every", "1", "--eval-every", "1", "--eval-games", "10", "--opponent", "random"]
+
+
+def _azx(*args, input=None):
+    return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+
+def _leaves(state):
+    return [
+        np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+        for x in jax.tree.leaves(state)
+    ]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 2-iteration tic_tac_toe run, made by `azx train`."""
+    out = tmp_path_factory.mktemp("run") / "ttt"
+    result = _azx("train", "--out", out, "--iterations", 2, "--quiet", *SMALL)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_train_writes_config_metrics_checkpoints_and_curve(trained):
+    config = json.loads((trained / "config.json").read_text())
+    assert config["seed"] == 0
+    assert azx.presets.Preset.from_dict(config["preset"]).env == "tic_tac_toe"
+    records = azx.run.read_metrics(trained)
+    assert [r["iteration"] for r in records] == [1, 2]
+    preset = azx.presets.get("tic_tac_toe")
+    moves = preset.config.num_envs * preset.config.collect_steps
+    for record in records:
+        assert record["env_steps"] == record["iteration"] * moves
+        for name in ("loss", "policy_loss", "value_loss", "selfplay_steps_per_s"):
+            assert np.isfinite(record[name]), name
+        assert record["loss"] == pytest.approx(
+            record["policy_loss"] + preset.config.value_loss_weight * record["value_loss"], rel=1e-5
+        )
+        search = record["eval"]["search"]["random"]
+        assert search["games"] == 10
+        assert search["wins"] + search["draws"] + search["losses"] == 10
+        assert sum(search["as_first"]) == sum(search["as_second"]) == 5
+        assert search["score_low"] <= search["score"] <= search["score_high"]
+    assert sorted(p.name for p in (trained / "checkpoints").iterdir()) == ["1", "2"]
+    assert (trained / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_load_run_gives_env_network_config_and_agent(trained):
+    run = azx.load_run(trained)
+    assert run.iteration == 2
+    assert run.config == azx.presets.get("tic_tac_toe").config
+    observation = run.env.observation(run.env.init(jax.random.key(0)))
+    logits, value = run.net(observation)
+    assert logits.shape == (run.env.num_actions,) and value.shape == ()
+    # The agent plays real games (the solver never loses, so the agent cannot win).
+    result = azx.arena.play_match(
+        run.env, run.agent(), azx.arena.TicTacToeSolver(), num_games=4, key=jax.random.key(1)
+    )
+    assert result.wins == 0 and result.num_unfinished == 0
+    earlier = azx.load_run(trained, step=1)
+    assert earlier.iteration == 1
+    with pytest.raises(azx.run.RunError, match="no checkpoint 7"):
+        azx.load_run(trained, step=7)
+
+
+def test_resume_continues_exactly(trained, tmp_path):
+    # A copy trained on to 4 iterations by --resume equals 4 iterations of the API.
+    import shutil
+
+    resumed = tmp_path / "resumed"
+    shutil.copytree(trained, resumed)
+    result = _azx("train", "--out", resumed, "--resume", "--iterations", 4, "--quiet", *SMALL)
+    assert result.exit_code == 0, result.output
+    assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [1, 2, 3, 4]
+    trainer, state = azx.presets.get("tic_tac_toe").build(seed=0)
+    straight = trainer.train(state, 4)
+    for a, b in zip(_leaves(azx.load_run(resumed).state), _leaves(straight), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_eval_prints_counts_and_writes_json(trained, tmp_path):
+    path = tmp_path / "eval.json"
+    result = _azx("eval", "--run", trained, "--opponent", "solver", "--games", 10, "--json", path)
+    assert result.exit_code == 0, result.output
+    assert "vs solver: W/D/L 0/" in result.output
+    saved = json.loads(path.read_text())
+    assert saved["iteration"] == 2 and saved["num_simulations"] == 64
+    record = saved["results"]["solver"]
+    assert record["wins"] == 0 and record["draws"] + record["losses"] == 10
+
+
+def test_play_from_piped_input_reasks_illegal_moves(trained):
+    # Every cell in order: the ones the agent took (and the bad inputs) are asked again.
+    moves = "0\nten\n" + "\n".join(str(cell) for cell in range(1, 10)) + "\n"
+    result = _azx("play", "--run", trained, input=moves)
+    assert result.exit_code == 0, result.output
+    assert "'0' is not a legal move; legal: 1 2 3 4 5 6 7 8 9" in result.output
+    assert "'ten' is not a legal move" in result.output
+    assert result.output.count("azx plays") >= 3
+    assert result.output.rstrip().splitlines()[-1] in ("You win!", "Draw.", "azx wins.")
+
+
+def _one_line_error(result, *needles):
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("azx: error: "), result.output
+    for needle in needles:
+        assert needle in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_bad_input_is_one_line_with_exit_code_2(trained, tmp_path):
+    _one_line_error(_azx("train", "--env", "chess_960", "--out", tmp_path / "a"), "'chess_960'")
+    _one_line_error(
+        _azx("train", "--preset", "nope", "--out", tmp_path / "a"), "'nope'", "tic_tac_toe"
+    )
+    _one_line_error(_azx("train", "--out", tmp_path / "empty", "--resume"), "--resume", "empty")
+    _one_line_error(
+        _azx("train", "--out", tmp_path / "a", "--opponent", "mcts:many"), "'mcts:many'"
+    )
+    _one_line_error(_azx("eval", "--run", trained, "--opponent", "rnd"), "'rnd'", "mcts:N")
+    _one_line_error(_azx("train", "--out", trained, "--seed", 5), "different configuration", "seed")
+    _one_line_error(_azx("train", "--out", trained), "already holds this run", "--resume")
+    _one_line_error(_azx("eval", "--run", tmp_path), "no config.json")
+    assert not (tmp_path / "a").exists()
+
+
+def test_the_installed_command_exits_2_without_traceback():
+    result = subprocess.run(
+        [sys.executable, "-m", "azx.cli", "train", "--preset", "nope"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "azx: error: unknown preset 'nope'; available: " + ", ".join(azx.presets.names())
+    ]
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
+    out = tmp_path / "interrupted"
+    command = [sys.executable, "-m", "azx.cli", "train", "--out", str(out), "--quiet"]
+    command += ["--iterations", "10000", "--log-every", "1", "--eval-every", "10000"]
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    ) as proc:
+        deadline = time.monotonic() + 300
+        while not azx.run.read_metrics(out) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.communicate()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=300)
+    assert proc.returncode == 130, stdout + stderr
+    last = azx.run.read_metrics(out)[-1]["iteration"]
+    assert azx.load_run(out).iteration == last
+    result = _azx("train", "--out", out, "--resume", "--iterations", last + 1, "--quiet", *SMALL)
+    assert result.exit_code == 0, result.output
+    assert azx.load_run(out).iteration == last + 1
