@@ -179,3 +179,24 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
     result = _azx("train", "--out", out, "--resume", "--iterations", last + 1, "--quiet", *SMALL)
     assert result.exit_code == 0, result.output
     assert azx.load_run(out).iteration == last + 1
+
+
+@pytest.mark.parametrize("name", azx.presets.names())
+def test_presets_round_trip_through_json(name):
+    preset = azx.presets.get(name)
+    assert azx.presets.Preset.from_dict(json.loads(json.dumps(preset.to_dict()))) == preset
+    assert preset.make_eval_search().num_simulations == preset.search_options["num_simulations"]
+
+
+def test_opponent_specs_parse_or_name_the_problem():
+    env = azx.envs.make("connect_four")
+    assert azx.arena.opponent("mcts:1000", env).num_simulations == 1000
+    assert isinstance(azx.arena.opponent(" greedy ", env), azx.arena.GreedyAgent)
+    for spec, message in [
+        ("mcts:0", "positive number of simulations"),
+        ("mcts", "positive number of simulations"),
+        ("random:3", "not understood"),
+        ("solver", "tic_tac_toe only"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            azx.arena.opponent(spec, env)

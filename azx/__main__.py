@@ -1,0 +1,6 @@
+"""`python -m azx ...` is the `azx` command."""
+
+from .cli import main
+
+
+main()
