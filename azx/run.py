@@ -79,7 +79,16 @@ def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
     path = Path(directory) / METRICS_FILE
     if not path.exists():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines) - 1:
+                raise
+            # A crash mid-append leaves at most a partial last line: drop it.
+    return records
 
 
 def _run_config(preset: presets.Preset, seed: int) -> dict[str, Any]:
@@ -172,10 +181,6 @@ class Run:
         return read_metrics(self.directory)
 
 
-def _build(preset: presets.Preset, seed: int) -> tuple[AlphaZero, TrainState]:
-    return preset.build(seed=seed)
-
-
 def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     """Open the run in `directory` at checkpoint `step` (default: the newest).
 
@@ -188,7 +193,7 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     try:
         if checkpoints.latest_step() is None:
             raise RunError(f"{directory} has no checkpoint yet")
-        trainer, like = _build(preset, config["seed"])
+        trainer, like = preset.build(seed=config["seed"])
         try:
             state = checkpoints.restore(like, step=step)
         except FileNotFoundError as error:
@@ -513,7 +518,7 @@ def train(
     except ValueError as error:
         raise RunError(str(error)) from None
     seed = config["seed"]
-    trainer, state = _build(chosen, seed)
+    trainer, state = chosen.build(seed=seed)
     game = trainer.env
     for spec in chosen.eval_opponents:
         try:

@@ -200,3 +200,11 @@ def test_opponent_specs_parse_or_name_the_problem():
     ]:
         with pytest.raises(ValueError, match=message):
             azx.arena.opponent(spec, env)
+
+
+def test_metrics_log_survives_a_partial_last_line(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text('{"iteration": 1}\n{"iteration": 2}\n{"itera')
+    assert azx.run.read_metrics(tmp_path) == [{"iteration": 1}, {"iteration": 2}]
+    (tmp_path / "metrics.jsonl").write_text('{"itera\n{"iteration": 2}\n')
+    with pytest.raises(json.JSONDecodeError):
+        azx.run.read_metrics(tmp_path)
