@@ -2,12 +2,12 @@
 
 One simulation, for the whole batch at once:
 
-1. descend: a `while_loop` over depth (all roots move in lockstep) whose carry is the
-   current node, the recorded path and a few flags, never the tree;
-2. expand: one batched environment step and network call from the leaf's parent;
-3. back up: the returns along the recorded path are computed from the leaf upwards with
-   `[batch]`-sized arithmetic, then every path node's statistics are updated by a single
-   scatter.
+1. descend: a `while_loop` over depth (all roots move in lockstep) whose carry is each
+   row's current node and the path of edges taken so far, never the tree;
+2. expand: one batched environment step and network call from the leaf's parent, written
+   into the next free slot;
+3. back up: the returns along the path are computed from the leaf upwards and written, a
+   few path positions per iteration, with one scatter per array.
 """
 
 from collections.abc import Callable
@@ -29,75 +29,65 @@ from ._config import (
     check_positive_int,
 )
 from ._model import ILLEGAL_LOGIT, Evaluation, check_players, evaluate, row_keys, transition
-from ._qtransforms import (
-    EPSILON,
-    UNROLL_ACTIONS,
-    argmax_over_actions,
-    completed_q,
-    considered_visits_table,
-    puct_value_score,
+from ._qtransforms import completed_q, considered_visits_table, puct_value_score
+from ._tree import (
+    DISCOUNT,
+    NUM_NODE_STATS,
+    RAW_VALUE,
+    REWARD,
+    ROOT_INDEX,
+    UNVISITED,
+    VALUE,
+    VISITS,
+    Tree,
+    empty_tree,
+    keep_subtree,
+    pack_state,
+    unpack_state,
 )
-from ._tree import ROOT_INDEX, UNVISITED, Tree, empty_tree, keep_subtree
 
 
-class _Children(eqx.Module):
-    """Statistics of the children of one node per batch element, read for selection."""
+class _Node(eqx.Module):
+    """What selection reads at one node per batch row: the node's own statistics and one
+    row per edge statistic."""
 
+    stats: Float[Array, "batch 5"]
+    """The node's row of `Tree.node_stats`."""
     visits: Float[Array, "batch num_actions"]
     q: Float[Array, "batch num_actions"]
     prior: Float[Array, "batch num_actions"]
     """Selection prior: probabilities (PUCT) or logits (Gumbel); `-inf` where illegal."""
-    legal_action_mask: Bool[Array, "batch num_actions"]
-    node_visits: Float[Array, " batch"]
-    node_value: Float[Array, " batch"]
-    raw_value: Float[Array, " batch"]
     tree_low: Float[Array, " batch"] | None
     tree_high: Float[Array, " batch"] | None
 
-
-def _take_rows(x: Array, node: Int[Array, " batch"]) -> Array:
-    """`x[b, node[b]]` for every row `b` of a `[batch, capacity, ...]` array.
-
-    Indexing the flattened `[batch * capacity, ...]` array with one index per row lowers
-    to a gather of contiguous slices, about twice as fast on XLA:CPU as a two-index gather.
-    """
-    batch_size, capacity = x.shape[:2]
-    flat = x.reshape((batch_size * capacity,) + x.shape[2:])
-    index = jnp.arange(batch_size, dtype=jnp.int32) * capacity + node
-    return flat.at[index].get(mode="promise_in_bounds")
+    @property
+    def legal_action_mask(self) -> Bool[Array, "batch num_actions"]:
+        return self.prior > -jnp.inf
 
 
-def _gather_children(
-    tree: Tree,
-    node: Int[Array, " batch"],
-    tree_range: tuple[Float[Array, " batch"], Float[Array, " batch"]] | None,
-) -> _Children:
-    # Every array read here is small enough (per batch row and node) that XLA:CPU runs the
-    # gather on one thread: a gather split across threads pays a wake-up each level.
-    prior = _take_rows(tree.selection_prior, node)
-    return _Children(
-        visits=_take_rows(tree.edge_visits, node),
-        q=_take_rows(tree.edge_q, node),
-        prior=prior,
-        legal_action_mask=prior > -jnp.inf,
-        node_visits=_take_rows(tree.visits, node).astype(jnp.float32),
-        node_value=_take_rows(tree.value, node),
-        raw_value=_take_rows(tree.raw_value, node),
-        tree_low=None if tree_range is None else tree_range[0],
-        tree_high=None if tree_range is None else tree_range[1],
-    )
+def _node_stats(value, visits, raw_value, reward, discount) -> Float[Array, "batch 5"]:
+    """One row of `Tree.node_stats` per batch row, columns in their declared order."""
+    columns = {VALUE: value, VISITS: visits, RAW_VALUE: raw_value, REWARD: reward}
+    columns[DISCOUNT] = discount
+    return jnp.stack([columns[c] for c in range(NUM_NODE_STATS)], axis=-1)
 
 
-def _root_children(tree: Tree, tree_range=None) -> _Children:
-    prior = tree.selection_prior[:, ROOT_INDEX]
-    return _Children(
+def _flat(x: Array) -> Array:
+    """`[batch, capacity, ...]` as `[batch * capacity, ...]`: a row index `b * capacity + n`
+    is the cheapest gather on XLA:CPU (one index per row, contiguous slices)."""
+    return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+
+def _take(x: Array, row: Int[Array, "*rows"]) -> Array:
+    return x.at[row].get(mode="promise_in_bounds")
+
+
+def _root_node(tree: Tree, tree_range=None) -> _Node:
+    return _Node(
+        stats=tree.node_stats[:, ROOT_INDEX],
         visits=tree.edge_visits[:, ROOT_INDEX],
         q=tree.edge_q[:, ROOT_INDEX],
-        prior=prior,
-        legal_action_mask=prior > -jnp.inf,
-        node_visits=tree.visits[:, ROOT_INDEX].astype(jnp.float32),
-        node_value=tree.value[:, ROOT_INDEX],
-        raw_value=tree.raw_value[:, ROOT_INDEX],
+        prior=tree.selection_prior[:, ROOT_INDEX],
         tree_low=None if tree_range is None else tree_range[0],
         tree_high=None if tree_range is None else tree_range[1],
     )
@@ -106,8 +96,9 @@ def _root_children(tree: Tree, tree_range=None) -> _Children:
 def _tree_q_range(tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " batch"]]:
     """Min and max Q over every visited edge of each tree (MuZero's normalisation)."""
     slots = jnp.arange(tree.capacity)[None, :]
-    edge = (slots != ROOT_INDEX) & (slots < tree.num_nodes[:, None]) & (tree.visits > 0)
-    q = tree.reward + tree.discount * tree.value
+    stats = tree.node_stats
+    edge = (slots != ROOT_INDEX) & (slots < tree.num_nodes[:, None]) & (stats[..., VISITS] > 0)
+    q = stats[..., REWARD] + stats[..., DISCOUNT] * stats[..., VALUE]
     low = jnp.min(jnp.where(edge, q, jnp.inf), axis=1)
     high = jnp.max(jnp.where(edge, q, -jnp.inf), axis=1)
     return low, high
@@ -117,95 +108,83 @@ def _masked_argmax(
     score: Float[Array, "batch num_actions"], legal_action_mask: Bool[Array, "batch num_actions"]
 ) -> Int[Array, " batch"]:
     # Ties go to the lowest index, so a search without noise is deterministic.
-    return argmax_over_actions(jnp.where(legal_action_mask, score, -jnp.inf))
-
-
-class _Path(eqx.Module):
-    """What one descent found, per batch element."""
-
-    path: Int[Array, "batch path_length"]
-    """Slots from the root down; `capacity` (out of bounds) past the end."""
-    last: Int[Array, " batch"]
-    """Position in `path` of the last stored node reached."""
-    node: Int[Array, " batch"]
-    """That node's slot."""
-    action: Int[Array, " batch"]
-    """The unvisited action chosen there, when `expand`."""
-    expand: Bool[Array, " batch"]
-    """Whether the descent stopped at an unvisited legal edge that needs a new node."""
+    return jnp.argmax(jnp.where(legal_action_mask, score, -jnp.inf), axis=-1).astype(jnp.int32)
 
 
 def _descend(
     tree: Tree,
-    root_action: Int[Array, " batch"],
-    root_legal: Bool[Array, " batch"],
-    select: Callable[[_Children], Int[Array, " batch"]],
+    select: Callable[[_Node], Int[Array, " batch"]],
     tree_range,
     max_depth: int,
-    path_length: int,
-) -> _Path:
-    capacity = tree.capacity
-    batch_size = tree.batch_size
-    # Flat views: one index per row is the cheapest gather on XLA:CPU.
-    flat_rows = jnp.arange(batch_size, dtype=jnp.int32) * capacity
+    root_action: Int[Array, " batch"] | None,
+) -> Int[Array, "batch path_length"]:
+    """The edges each row's descent takes from the root, -1 past the last one.
+
+    An edge is written as its flat index `(b * capacity + node) * num_actions + action` into
+    the per-action arrays, from which its node's row is `edge // num_actions`. A row stops
+    at an edge without a node (to expand), at a terminal node, at an illegal choice (a node
+    with no legal action) or after `max_depth` edges. With `root_action` the first edge is
+    given rather than selected.
+    """
+    batch_size, capacity, num_actions = tree.children.shape
+    node_stats = _flat(tree.node_stats)
+    edge_visits = _flat(tree.edge_visits)
+    edge_q = _flat(tree.edge_q)
+    prior = _flat(tree.selection_prior)
     children = tree.children.reshape(-1)
-    terminal = tree.terminal.reshape(-1)
-    num_actions = tree.children.shape[2]
+    roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
 
-    def step(node, active, action, legal, depth, path, last, expand):
-        child = children.at[(flat_rows + node) * num_actions + action].get(mode="promise_in_bounds")
-        has_child = child != UNVISITED
-        expand = expand | (active & ~has_child & legal)
-        moved = active & has_child
-        node = jnp.where(moved, child, node)
-        column = jnp.where(moved, child, capacity)
-        path = jax.lax.dynamic_update_slice_in_dim(path, column[:, None], depth + 1, axis=1)
-        last = jnp.where(moved, depth + 1, last)
-        active = moved & ~terminal.at[flat_rows + node].get(mode="promise_in_bounds")
-        return node, active, path, last, expand
-
-    root = jnp.full(batch_size, ROOT_INDEX, jnp.int32)
-    path = jnp.full((batch_size, path_length), capacity, jnp.int32)
-    path = path.at[:, 0].set(ROOT_INDEX)
-    active = ~tree.terminal[:, ROOT_INDEX]
-    zero = jnp.zeros(batch_size, jnp.int32)
-    node, still, path, last, expand = step(
-        root, active, root_action, root_legal, 0, path, zero, jnp.zeros(batch_size, jnp.bool_)
-    )
-    action = root_action
+    def level(depth, cursor, path, action):
+        # `cursor`: flat row of each row's current node, -1 once it has stopped. Every
+        # array read here is at most 512 KB at the benchmark's sizes, so XLA:CPU gathers it
+        # on one thread instead of paying a second thread's wake-up at every level.
+        active = cursor >= 0
+        rows = jnp.maximum(cursor, 0)
+        node = _Node(
+            stats=_take(node_stats, rows),
+            visits=_take(edge_visits, rows),
+            q=_take(edge_q, rows),
+            prior=_take(prior, rows),
+            tree_low=None if tree_range is None else tree_range[0],
+            tree_high=None if tree_range is None else tree_range[1],
+        )
+        if action is None:
+            action = select(node)
+        legal = jnp.take_along_axis(node.prior, action[:, None], axis=1)[:, 0] > -jnp.inf
+        go = active & (node.stats[:, DISCOUNT] != 0) & legal  # discount 0: terminal
+        edge = rows * num_actions + action
+        path = jax.lax.dynamic_update_slice_in_dim(
+            path, jnp.where(go, edge, -1)[:, None], depth, axis=1
+        )
+        child = _take(children, edge)
+        return jnp.where(go & (child != UNVISITED), roots + child, -1), path
 
     def cond(carry):
-        _, active, _, depth, _, _, _ = carry
-        return jnp.any(active) & (depth < max_depth)
+        depth, cursor, _ = carry
+        return (depth < max_depth) & jnp.any(cursor >= 0)
 
     def body(carry):
-        node, active, action, depth, path, last, expand = carry
-        children_stats = _gather_children(tree, node, tree_range)
-        chosen = select(children_stats)
-        legal = jnp.any(
-            children_stats.legal_action_mask
-            & (jnp.arange(num_actions, dtype=jnp.int32)[None, :] == chosen[:, None]),
-            axis=1,
-        )
-        action = jnp.where(active, chosen, action)
-        node, active, path, last, expand = step(
-            node, active, action, legal, depth, path, last, expand
-        )
-        return node, active, action, depth + 1, path, last, expand
+        depth, cursor, path = carry
+        cursor, path = level(depth, cursor, path, None)
+        return depth + 1, cursor, path
 
-    carry = (node, still, action, jnp.int32(1), path, last, expand)
-    node, _, action, _, path, last, expand = jax.lax.while_loop(cond, body, carry)
-    return _Path(path=path, last=last, node=node, action=action, expand=expand)
+    path = jnp.full((batch_size, max_depth + 1), -1, jnp.int32)
+    depth, cursor = 0, roots
+    if root_action is not None:
+        cursor, path = level(0, cursor, path, root_action)
+        depth = 1
+    return jax.lax.while_loop(cond, body, (jnp.int32(depth), cursor, path))[2]
 
 
 def _put_rows(x: Array, slot: Int[Array, " batch"], value: Array) -> Array:
     """`x[b, slot[b]] = value[b]`; a slot out of bounds writes nothing."""
     batch_size, capacity = x.shape[:2]
-    flat = x.reshape((batch_size * capacity,) + x.shape[2:])
     index = jnp.where(
-        slot < capacity, jnp.arange(batch_size, dtype=jnp.int32) * capacity + slot, flat.shape[0]
+        slot < capacity,
+        jnp.arange(batch_size, dtype=jnp.int32) * capacity + slot,
+        batch_size * capacity,
     )
-    return flat.at[index].set(value, mode="drop").reshape(x.shape)
+    return _flat(x).at[index].set(value, mode="drop").reshape(x.shape)
 
 
 def _store_node(
@@ -213,148 +192,138 @@ def _store_node(
     slot: Int[Array, " batch"],
     parent: Int[Array, " batch"],
     action: Int[Array, " batch"],
-    evaluation: Evaluation,
+    step: Any,
     selection_prior: Float[Array, "batch num_actions"],
-    reward: Float[Array, " batch"],
-    discount: Float[Array, " batch"],
-    state: EnvState,
 ) -> Tree:
-    """Write a new node into `slot` (out of bounds: nothing is written)."""
-    batch = jnp.arange(tree.batch_size)
+    """Write a new node into `slot` (out of bounds: nothing is written) and link it from
+    its parent: one scatter per array. Its rows of `children`, `edge_visits` and `edge_q`
+    were cleared when the search started (`_start`)."""
+    batch_size, capacity, num_actions = tree.children.shape
+    evaluation = step.evaluation
 
     def put(x, v):
         return _put_rows(x, slot, v)
 
+    zero = jnp.zeros_like(step.reward)
+    stats = _node_stats(
+        zero,
+        zero,
+        evaluation.value,
+        step.reward,
+        step.discount,
+    )
+    link = (jnp.arange(batch_size, dtype=jnp.int32) * capacity + parent) * num_actions + action
+    link = jnp.where(slot < capacity, link, tree.children.size)
+    children = tree.children.reshape(-1).at[link].set(slot, mode="drop")
     return eqx.tree_at(
         lambda t: (
-            t.visits,
-            t.value,
-            t.raw_value,
-            t.prior_logits,
-            t.legal_action_mask,
-            t.reward,
-            t.discount,
-            t.terminal,
+            t.node_stats,
             t.parent,
             t.action_from_parent,
             t.children,
-            t.edge_visits,
-            t.edge_q,
             t.selection_prior,
-            t.state,
+            t.prior_logits,
+            t.state_words,
         ),
         tree,
         (
-            put(tree.visits, jnp.zeros_like(slot)),
-            put(tree.value, jnp.zeros_like(reward)),
-            put(tree.raw_value, evaluation.value),
-            put(tree.prior_logits, evaluation.logits),
-            put(tree.legal_action_mask, evaluation.legal_action_mask),
-            put(tree.reward, reward),
-            put(tree.discount, discount),
-            put(tree.terminal, evaluation.terminal),
+            put(tree.node_stats, stats),
             put(tree.parent, parent),
             put(tree.action_from_parent, action),
-            put(tree.children, jnp.full_like(evaluation.logits, UNVISITED, dtype=jnp.int32))
-            .at[batch, jnp.where(slot < tree.capacity, parent, tree.capacity), action]
-            .set(slot, mode="drop"),
-            put(tree.edge_visits, jnp.zeros_like(evaluation.logits)),
-            put(tree.edge_q, jnp.zeros_like(evaluation.logits)),
+            children.reshape(tree.children.shape),
             put(tree.selection_prior, selection_prior),
-            jax.tree.map(put, tree.state, state),
+            put(tree.prior_logits, evaluation.logits),
+            put(tree.state_words, pack_state(tree.state_layout, step.state)),
         ),
     )
 
 
 #: Path positions the backup handles per iteration of its loop.
-_BACKUP_CHUNK = 4
+_BACKUP_CHUNK = 8
 
 
-def _backup(tree: Tree, path: Int[Array, "batch path_length"], end, leaf_value) -> Tree:
-    """Add one visit and one return to every node on `path[:, :end + 1]`.
+def _backup(
+    tree: Tree,
+    path: Int[Array, "batch path_length"],
+    end: Int[Array, " batch"],
+    leaf_value: Float[Array, " batch"],
+) -> Tree:
+    """Add one visit and one return to the node of every position `0..end` of `path`.
 
-    The returns are computed from the leaf up, `G_k = reward_{k+1} + discount_{k+1} *
-    G_{k+1}` (the same order of operations as mctx). A `while_loop` walks the path upwards
-    a few positions at a time, starting at the deepest path in the batch, so the work
-    follows the real depth rather than `max_depth`; each iteration gathers the statistics of
-    its positions, computes their returns and writes them back with one scatter per array
-    (the loop carries the arrays it writes, so XLA updates them in place). A node's visits
-    and Q are also written into its parent's row of `edge_visits` and `edge_q`.
+    Position `p` holds the edge out of the `p`-th node, so that node's row is
+    `path[p] // num_actions` and the edge into it is `path[p - 1]`. The returns are
+    computed from the leaf up, `G_p = reward_{p+1} + discount_{p+1} * G_{p+1}` (the same
+    order of operations as mctx). A `while_loop` walks the path upwards `_BACKUP_CHUNK`
+    positions at a time, starting at the chunk of the deepest leaf in the batch, so the work
+    follows the real depth rather than `max_depth`; each iteration gathers its positions'
+    rows of `node_stats` once and writes the new mean value and visit count, and the edge's
+    visits and Q in the parent's row, with one scatter per array. The loop carries only the
+    arrays it writes, so XLA updates them in place.
     """
-    batch_size, capacity = tree.visits.shape
-    num_actions = tree.children.shape[2]
-    chunk = min(_BACKUP_CHUNK, path.shape[1])
-    num_chunks = -(-path.shape[1] // chunk)
-    # One column above the path (the root's parent) and enough below for whole chunks
-    # plus the position under the last one.
+    batch_size, capacity, num_actions = tree.children.shape
+    path_length = path.shape[1]
+    chunk = min(_BACKUP_CHUNK, path_length)
+    num_chunks = -(-path_length // chunk)
+    # Column p + 1 holds position p: one column above the root (the edge into it) and
+    # enough below for whole chunks plus the position under the last one.
     padded = jnp.concatenate(
         [
-            jnp.full((batch_size, 1), capacity, jnp.int32),
+            jnp.full((batch_size, 1), -1, jnp.int32),
             path,
-            jnp.full((batch_size, num_chunks * chunk + 1 - path.shape[1]), capacity, jnp.int32),
+            jnp.full((batch_size, num_chunks * chunk + 1 - path_length), -1, jnp.int32),
         ],
         axis=1,
     )
-    rows = jnp.arange(batch_size, dtype=jnp.int32)[:, None] * capacity
     offsets = jnp.arange(chunk, dtype=jnp.int32)[None, :]
-    reward = tree.reward.reshape(-1)
-    discount = tree.discount.reshape(-1)
-    action_from_parent = tree.action_from_parent.reshape(-1)
-    out = batch_size * capacity
+    no_row = batch_size * capacity
+    no_edge = no_row * num_actions
+    assert (VALUE, VISITS) == (0, 1)  # written together as one slice of each row
 
     def body(carry):
-        j, future, visits, value, edge_visits, edge_q = carry
+        j, future, node_stats, edge_visits, edge_q = carry
         start = j * chunk
-        # Columns: the parent of the chunk's first position, its positions, the one below.
+        # Columns: the edge into position `start`, then positions start .. start + chunk.
         window = jax.lax.dynamic_slice_in_dim(padded, start, chunk + 2, axis=1)
+        # Truncating division: cheaper than `//` and the same on non-negative numbers.
+        rows = jax.lax.div(jnp.maximum(window[:, 1:], 0), num_actions)
+        stats = _take(node_stats, rows)
         positions = start + offsets
-        on_path = positions <= end[:, None]
-        flat = rows + jnp.minimum(window, capacity - 1)
-        nodes = flat[:, 1 : chunk + 1]
-        below = flat[:, 2:]
-        below_reward = reward.at[below].get(mode="promise_in_bounds")
-        below_discount = discount.at[below].get(mode="promise_in_bounds")
         returns = [None] * chunk
         for i in reversed(range(chunk)):
             future = jnp.where(
                 positions[:, i] == end,
                 leaf_value,
-                below_reward[:, i] + below_discount[:, i] * future,
+                stats[:, i + 1, REWARD] + stats[:, i + 1, DISCOUNT] * future,
             )
             returns[i] = future
         returns = jnp.stack(returns, axis=1)
-        count = visits.at[nodes].get(mode="promise_in_bounds")
-        mean = value.at[nodes].get(mode="promise_in_bounds")
-        new_count = count + 1
-        new_mean = (mean * count.astype(jnp.float32) + returns) / new_count.astype(jnp.float32)
-        target = jnp.where(on_path, nodes, out)
-        visits = visits.at[target].set(new_count, mode="drop")
-        value = value.at[target].set(new_mean, mode="drop")
-        # The edge into each node lives in its parent's row (the previous position).
-        action = action_from_parent.at[nodes].get(mode="promise_in_bounds")
-        has_parent = on_path & (positions > 0)
-        edge = jnp.where(has_parent, flat[:, :chunk] * num_actions + action, out * num_actions)
-        node_reward = reward.at[nodes].get(mode="promise_in_bounds")
-        node_discount = discount.at[nodes].get(mode="promise_in_bounds")
-        edge_visits = edge_visits.at[edge].set(new_count.astype(jnp.float32), mode="drop")
-        edge_q = edge_q.at[edge].set(node_reward + node_discount * new_mean, mode="drop")
-        return j - 1, future, visits, value, edge_visits, edge_q
+        count = stats[:, :chunk, VISITS]
+        new_count = count + 1.0
+        new_mean = (stats[:, :chunk, VALUE] * count + returns) / new_count
+        on_path = positions <= end[:, None]
+        target = jnp.where(on_path, rows[:, :chunk], no_row)
+        node_stats = node_stats.at[target, :2].set(
+            jnp.stack([new_mean, new_count], axis=-1), mode="drop"
+        )
+        edge = jnp.where(on_path & (positions > 0), window[:, :chunk], no_edge)
+        q = stats[:, :chunk, REWARD] + stats[:, :chunk, DISCOUNT] * new_mean
+        edge_visits = edge_visits.at[edge].set(new_count, mode="drop")
+        edge_q = edge_q.at[edge].set(q, mode="drop")
+        return j - 1, future, node_stats, edge_visits, edge_q
 
     carry = (
         jnp.max(end) // chunk,
         leaf_value,
-        tree.visits.reshape(-1),
-        tree.value.reshape(-1),
+        _flat(tree.node_stats),
         tree.edge_visits.reshape(-1),
         tree.edge_q.reshape(-1),
     )
-    _, _, visits, value, edge_visits, edge_q = jax.lax.while_loop(lambda c: c[0] >= 0, body, carry)
+    _, _, node_stats, edge_visits, edge_q = jax.lax.while_loop(lambda c: c[0] >= 0, body, carry)
     return eqx.tree_at(
-        lambda t: (t.visits, t.value, t.edge_visits, t.edge_q),
+        lambda t: (t.node_stats, t.edge_visits, t.edge_q),
         tree,
         (
-            visits.reshape(tree.visits.shape),
-            value.reshape(tree.value.shape),
+            node_stats.reshape(tree.node_stats.shape),
             edge_visits.reshape(tree.edge_visits.shape),
             edge_q.reshape(tree.edge_q.shape),
         ),
@@ -370,47 +339,51 @@ def _start(
     reuse_tree: bool,
 ) -> Tree:
     """Put the given root states into slot 0, keeping reused statistics where present."""
-    num_actions = root_logits.shape[1]
     fresh = tree.num_nodes == 0
     if not reuse_tree:
         fresh = jnp.ones_like(fresh)
+    old = tree.node_stats[:, ROOT_INDEX]
+    stats = _node_stats(
+        jnp.where(fresh, evaluation.value, old[:, VALUE]),
+        jnp.where(fresh, 1.0, old[:, VISITS]),
+        evaluation.value,
+        old[:, REWARD],
+        jnp.where(evaluation.terminal, 0.0, 1.0),  # the root's discount marks it terminal
+    )
 
     def set_root(x, v):
         return x.at[:, ROOT_INDEX].set(v)
 
-    children = jnp.where(
-        fresh[:, None], jnp.full((tree.batch_size, num_actions), UNVISITED), tree.children[:, 0]
+    # Every edge row but those of a reused tree's nodes is cleared here, once per search,
+    # so that storing a node needs no scatter into these arrays.
+    kept = (
+        jnp.arange(tree.capacity)[None, :, None]
+        < jnp.where(fresh, 0, tree.num_nodes)[:, None, None]
     )
-    visits = jnp.where(fresh, 1, tree.visits[:, 0])
-    value = jnp.where(fresh, evaluation.value, tree.value[:, 0])
+
+    def keep_or(x, v):
+        return jnp.where(kept, x, v)
+
     return eqx.tree_at(
         lambda t: (
-            t.visits,
-            t.value,
-            t.raw_value,
-            t.prior_logits,
-            t.legal_action_mask,
-            t.terminal,
+            t.node_stats,
             t.children,
             t.edge_visits,
             t.edge_q,
             t.selection_prior,
-            t.state,
+            t.prior_logits,
+            t.state_words,
             t.num_nodes,
         ),
         tree,
         (
-            set_root(tree.visits, visits),
-            set_root(tree.value, value),
-            set_root(tree.raw_value, evaluation.value),
-            set_root(tree.prior_logits, root_logits),
-            set_root(tree.legal_action_mask, evaluation.legal_action_mask),
-            set_root(tree.terminal, evaluation.terminal),
-            set_root(tree.children, children),
-            set_root(tree.edge_visits, jnp.where(fresh[:, None], 0.0, tree.edge_visits[:, 0])),
-            set_root(tree.edge_q, jnp.where(fresh[:, None], 0.0, tree.edge_q[:, 0])),
+            set_root(tree.node_stats, stats),
+            keep_or(tree.children, UNVISITED),
+            keep_or(tree.edge_visits, 0.0),
+            keep_or(tree.edge_q, 0.0),
             set_root(tree.selection_prior, root_prior),
-            jax.tree.map(set_root, tree.state, env_state),
+            set_root(tree.prior_logits, root_logits),
+            set_root(tree.state_words, pack_state(tree.state_layout, env_state)),
             jnp.where(fresh, 1, tree.num_nodes),
         ),
     )
@@ -429,71 +402,89 @@ def _run(
     net: Any,
     env: AbstractEnv,
     tree: Tree,
-    root_select: Callable[[Tree, Int[Array, "batch num_actions"], Any], Int[Array, " batch"]],
-    interior_select: Callable[[_Children], Int[Array, " batch"]],
+    root_select: Callable[[Tree, Int[Array, "batch num_actions"], Any], Int[Array, " batch"]]
+    | None,
+    interior_select: Callable[[_Node], Int[Array, " batch"]],
     selection_prior: Callable[[Evaluation], Float[Array, "batch num_actions"]],
     key: PRNGKeys,
 ) -> tuple[Tree, Int[Array, "batch num_actions"]]:
-    """Run the simulations. Returns the tree and each root action's visits in this search."""
-    capacity = tree.capacity
+    """Run the simulations. Returns the tree and each root action's visits in this search.
+
+    Without `root_select` the root is selected like every other node, inside the descent.
+    """
+    batch_size, capacity, num_actions = tree.children.shape
+    if batch_size * capacity * num_actions >= 2**31:
+        raise ValueError(
+            f"batch_size * capacity * num_actions must be below 2**31 (edges are int32 "
+            f"indices), got {batch_size} * {capacity} * {num_actions}"
+        )
     max_depth = min(search.max_depth or capacity - 1, capacity - 1)
-    path_length = max_depth + 1
-    batch = jnp.arange(tree.batch_size)
-    actions = jnp.arange(env.num_actions, dtype=jnp.int32)[None, :]
+    batch = jnp.arange(batch_size)
+    roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
+    actions = jnp.arange(num_actions, dtype=jnp.int32)[None, :]
 
     def simulation(index, carry):
-        tree, search_visits = carry
+        tree, search_visits, staging = carry
         tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
-        root_action = root_select(tree, search_visits, tree_range)
-        root_hot = actions == root_action[:, None]
-        root_legal = jnp.any(tree.legal_action_mask[:, ROOT_INDEX] & root_hot, axis=1)
-        found = _descend(
-            tree, root_action, root_legal, interior_select, tree_range, max_depth, path_length
+        root_action = None if root_select is None else root_select(tree, search_visits, tree_range)
+        path = _descend(tree, interior_select, tree_range, max_depth, root_action)
+        num_edges = jnp.sum((path >= 0).astype(jnp.int32), axis=1)
+        has_edge = num_edges > 0
+        last_edge = jnp.maximum(path[batch, jnp.maximum(num_edges - 1, 0)], 0)
+        parent = jnp.where(has_edge, jax.lax.div(last_edge, num_actions) - roots, ROOT_INDEX)
+        action = jax.lax.rem(last_edge, num_actions)
+        child = jnp.where(has_edge, _take(tree.children.reshape(-1), last_edge), UNVISITED)
+        expand = has_edge & (child == UNVISITED)
+        # The state array is far larger than 512 KB, so XLA:CPU would run this gather on two
+        # threads, and waking the second one costs more than the gather (much more when
+        # another process holds the other core). Written into `staging` with
+        # `dynamic_update_slice`, the gather is fused into that in-place update, which XLA
+        # runs on one thread.
+        staging = jax.lax.dynamic_update_slice(
+            staging, _take(_flat(tree.state_words), roots + parent), (0, 0)
         )
-        parent_state = jax.tree.map(lambda x: _take_rows(x, found.node), tree.state)
+        parent_state = unpack_state(tree.state_layout, staging[:batch_size])
         step = transition(
             net,
             env,
             parent_state,
-            found.action,
+            action,
             jax.vmap(jax.random.fold_in, (0, None))(key, index),
             search.gamma,
         )
-        store = found.expand & (tree.num_nodes < capacity)
+        store = expand & (tree.num_nodes < capacity)
         slot = jnp.where(store, tree.num_nodes, capacity)
-        tree = _store_node(
-            tree,
-            slot,
-            found.node,
-            found.action,
-            step.evaluation,
-            selection_prior(step.evaluation),
-            step.reward,
-            step.discount,
-            step.state,
-        )
+        tree = _store_node(tree, slot, parent, action, step, selection_prior(step.evaluation))
         tree = eqx.tree_at(lambda t: t.num_nodes, tree, tree.num_nodes + store.astype(jnp.int32))
-        end = found.last + store.astype(jnp.int32)
-        path = found.path.at[batch, end].set(jnp.where(store, slot, found.path[batch, end]))
-        # The leaf's value: a new node's network value; or, if it could not be stored, the
-        # return through the edge to it, credited to its parent; or, at a terminal or
-        # depth-limited node, that node's own network value (zero when terminal).
+        # The leaf: a new node, backed up with its network value; or, if it could not be
+        # stored, the return through the edge to it, credited to its parent (one position
+        # up); or the stored node where the descent stopped (terminal, depth limit), with
+        # its own network value (zero when terminal).
+        leaf = jnp.where(store, slot, jnp.where(expand, parent, jnp.maximum(child, 0)))
+        leaf = jnp.where(has_edge, leaf, ROOT_INDEX)
+        path = path.at[batch, num_edges].set((roots + leaf) * num_actions)
         leaf_value = jnp.where(
             store,
             step.evaluation.value,
             jnp.where(
-                found.expand,
+                expand,
                 step.reward + step.discount * step.evaluation.value,
-                _take_rows(tree.raw_value, found.node),
+                _take(_flat(tree.node_stats), roots + leaf)[:, RAW_VALUE],
             ),
         )
+        end = jnp.where(expand & ~store, num_edges - 1, num_edges)
         tree = _backup(tree, path, end, leaf_value)
-        moved = ~tree.terminal[:, ROOT_INDEX]
-        search_visits = search_visits + (root_hot & moved[:, None]).astype(jnp.int32)
-        return tree, search_visits
+        if root_select is not None:
+            moved = tree.node_stats[:, ROOT_INDEX, DISCOUNT] != 0
+            root_hot = actions == root_action[:, None]
+            search_visits = search_visits + (root_hot & moved[:, None]).astype(jnp.int32)
+        return tree, search_visits, staging
 
-    search_visits = jnp.zeros((tree.batch_size, env.num_actions), jnp.int32)
-    return jax.lax.fori_loop(0, search.num_simulations, simulation, (tree, search_visits))
+    search_visits = jnp.zeros((batch_size, num_actions), jnp.int32)
+    staging = jnp.zeros((batch_size + 1,) + tree.state_words.shape[2:], jnp.uint32)
+    carry = (tree, search_visits, staging)
+    tree, search_visits, _ = jax.lax.fori_loop(0, search.num_simulations, simulation, carry)
+    return tree, search_visits
 
 
 def _prior_probabilities(
@@ -594,49 +585,15 @@ class PUCT(AbstractSearch):
     def _selection_prior(self, evaluation: Evaluation) -> Float[Array, "batch num_actions"]:
         return _prior_probabilities(evaluation.logits, evaluation.legal_action_mask)
 
-    def _select(self, children: _Children) -> Int[Array, " batch"]:
-        node_visits = children.node_visits
+    def _select(self, node: _Node) -> Int[Array, " batch"]:
+        node_visits = node.stats[:, VISITS]
         exploration = self.c_init + jnp.log((node_visits + self.c_base + 1.0) / self.c_base)
         coefficient = jnp.sqrt(node_visits) * exploration
-        num_actions = children.q.shape[1]
-        if num_actions > UNROLL_ACTIONS:
-            policy_score = coefficient[:, None] * children.prior / (children.visits + 1.0)
-            value_score = puct_value_score(
-                children.q,
-                children.visits > 0,
-                children.node_value,
-                children.tree_low,
-                children.tree_high,
-            )
-            return _masked_argmax(value_score + policy_score, children.legal_action_mask)
-        # The same arithmetic as above, written per action on `[batch]` columns: XLA:CPU
-        # then fuses a whole descent level's selection into one vectorised loop instead of
-        # a handful of kernels (each costs microseconds however small).
-        q = [children.q[:, a] for a in range(num_actions)]
-        visited = [children.visits[:, a] > 0 for a in range(num_actions)]
-        if children.tree_low is None or children.tree_high is None:
-            node_value = children.node_value
-            safe_q = [jnp.where(v, x, node_value) for v, x in zip(visited, q)]
-            low, high = node_value, node_value
-            for x in safe_q:
-                low, high = jnp.minimum(low, x), jnp.maximum(high, x)
-            scale = jnp.maximum(high - low, EPSILON)
-            value_score = [(jnp.where(v, x, low) - low) / scale for v, x in zip(visited, q)]
-        else:
-            low = children.tree_low
-            scale = jnp.maximum(children.tree_high - low, EPSILON)
-            value_score = [jnp.where(v, (x - low) / scale, 0.0) for v, x in zip(visited, q)]
-        best = jnp.full_like(node_visits, -jnp.inf)
-        action = jnp.zeros(node_visits.shape, jnp.int32)
-        for a in range(num_actions):
-            policy_score = coefficient * children.prior[:, a] / (children.visits[:, a] + 1.0)
-            score = jnp.where(
-                children.legal_action_mask[:, a], value_score[a] + policy_score, -jnp.inf
-            )
-            better = score > best
-            best = jnp.where(better, score, best)
-            action = jnp.where(better, a, action)
-        return action
+        policy_score = coefficient[:, None] * node.prior / (node.visits + 1.0)
+        value_score = puct_value_score(
+            node.q, node.visits > 0, node.stats[:, VALUE], node.tree_low, node.tree_high
+        )
+        return _masked_argmax(value_score + policy_score, node.legal_action_mask)
 
     def __call__(
         self,
@@ -666,12 +623,16 @@ class PUCT(AbstractSearch):
         root_prior = _prior_probabilities(logits, legal)
         tree = _start(tree, env_state, evaluation, logits, root_prior, self.reuse_tree)
 
-        def root_select(tree, search_visits, tree_range):
-            del search_visits
-            return self._select(_root_children(tree, tree_range))
-
+        # The root is selected like every other node, inside the descent.
         tree, _ = _run(
-            self, net, env, tree, root_select, self._select, self._selection_prior, search_key
+            self,
+            net,
+            env,
+            tree,
+            None,
+            self._select,
+            self._selection_prior,
+            search_key,
         )
         visits = tree.root_child_visits()
         total = jnp.sum(visits, axis=-1, keepdims=True)
@@ -777,26 +738,25 @@ class Gumbel(AbstractSearch):
     def _selection_prior(self, evaluation: Evaluation) -> Float[Array, "batch num_actions"]:
         return jnp.where(evaluation.legal_action_mask, evaluation.logits, -jnp.inf)
 
-    def _completed_q(self, children: _Children) -> Float[Array, "batch num_actions"]:
+    def _completed_q(self, node: _Node) -> Float[Array, "batch num_actions"]:
         return completed_q(
-            children.raw_value,
-            children.q,
-            children.visits,
-            children.prior,
+            node.stats[:, RAW_VALUE],
+            node.q,
+            node.visits,
+            node.prior,
             value_scale=self.value_scale,
             maxvisit_init=self.maxvisit_init,
             rescale_values=self.rescale_values,
             use_mixed_value=self.use_mixed_value,
-            tree_low=children.tree_low,
-            tree_high=children.tree_high,
+            tree_low=node.tree_low,
+            tree_high=node.tree_high,
         )
 
-    def _select(self, children: _Children) -> Int[Array, " batch"]:
+    def _select(self, node: _Node) -> Int[Array, " batch"]:
         # Visit frequencies that track the improved policy (the paper's section 5).
-        improved = jax.nn.softmax(children.prior + self._completed_q(children), axis=-1)
-        visits = children.visits
-        total = jnp.sum(visits, axis=-1, keepdims=True)
-        return _masked_argmax(improved - visits / (1.0 + total), children.legal_action_mask)
+        improved = jax.nn.softmax(node.prior + self._completed_q(node), axis=-1)
+        total = jnp.sum(node.visits, axis=-1, keepdims=True)
+        return _masked_argmax(improved - node.visits / (1.0 + total), node.legal_action_mask)
 
     def _halving_score(
         self,
@@ -829,8 +789,14 @@ class Gumbel(AbstractSearch):
         gumbel = self.gumbel_scale * jax.vmap(
             lambda k: jax.random.gumbel(k, logits.shape[1:], jnp.float32)
         )(gumbel_key)
+        root_prior = jnp.where(legal, logits, -jnp.inf)
         tree = _start(
-            tree, env_state, evaluation, logits, jnp.where(legal, logits, -jnp.inf), self.reuse_tree
+            tree,
+            env_state,
+            evaluation,
+            logits,
+            root_prior,
+            self.reuse_tree,
         )
 
         table = jnp.asarray(
@@ -841,19 +807,28 @@ class Gumbel(AbstractSearch):
         num_considered = jnp.minimum(self.max_num_considered_actions, num_legal)
 
         def root_select(tree, search_visits, tree_range):
-            children = _root_children(tree, tree_range)
+            # The root's prior as a constant rather than read from the tree, so that XLA
+            # computes what depends on it alone (its softmax) once, outside the loop.
+            root = eqx.tree_at(lambda n: n.prior, _root_node(tree, tree_range), root_prior)
             simulation = jnp.minimum(jnp.sum(search_visits, axis=-1), self.num_simulations - 1)
             considered = table[num_considered, simulation]
             score = self._halving_score(
-                considered, search_visits, gumbel, logits, self._completed_q(children)
+                considered, search_visits, gumbel, logits, self._completed_q(root)
             )
             return _masked_argmax(score, legal)
 
         tree, search_visits = _run(
-            self, net, env, tree, root_select, self._select, self._selection_prior, search_key
+            self,
+            net,
+            env,
+            tree,
+            root_select,
+            self._select,
+            self._selection_prior,
+            search_key,
         )
         tree_range = _tree_q_range(tree) if self.q_normalisation == "tree" else None
-        root = _root_children(tree, tree_range)
+        root = _root_node(tree, tree_range)
         completed = self._completed_q(root)
         most_visits = jnp.max(search_visits, axis=-1)
         action = _masked_argmax(

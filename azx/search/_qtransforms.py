@@ -6,52 +6,11 @@ with per-node scalars `[...]`, so the native search calls them once for a whole 
 
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int, Real
+from jaxtyping import Array, Bool, Float, Real
 
 
 EPSILON = 1e-8
 """Smallest denominator when Q is rescaled by a min/max range."""
-
-#: Up to this many actions, maxima, minima and argmaxima over actions are written as a
-#: chain of elementwise operations on one column per action. XLA:CPU emits a reduction as
-#: a scalar loop that re-evaluates its fused inputs element by element, while the chain is
-#: one vectorised loop over the batch; both give exactly the same result.
-UNROLL_ACTIONS = 16
-
-
-def _unrolled(x: Array) -> bool:
-    return x.shape[-1] <= UNROLL_ACTIONS
-
-
-def max_over_actions(x: Float[Array, "*nodes num_actions"]) -> Float[Array, " *nodes"]:
-    if not _unrolled(x):
-        return jnp.max(x, axis=-1)
-    result = x[..., 0]
-    for a in range(1, x.shape[-1]):
-        result = jnp.maximum(result, x[..., a])
-    return result
-
-
-def min_over_actions(x: Float[Array, "*nodes num_actions"]) -> Float[Array, " *nodes"]:
-    if not _unrolled(x):
-        return jnp.min(x, axis=-1)
-    result = x[..., 0]
-    for a in range(1, x.shape[-1]):
-        result = jnp.minimum(result, x[..., a])
-    return result
-
-
-def argmax_over_actions(x: Float[Array, "*nodes num_actions"]) -> Int[Array, " *nodes"]:
-    """The first index of the maximum, as `jnp.argmax` (inputs must be free of NaN)."""
-    if not _unrolled(x):
-        return jnp.argmax(x, axis=-1).astype(jnp.int32)
-    best = x[..., 0]
-    index = jnp.zeros(best.shape, jnp.int32)
-    for a in range(1, x.shape[-1]):
-        better = x[..., a] > best
-        best = jnp.where(better, x[..., a], best)
-        index = jnp.where(better, a, index)
-    return index
 
 
 def puct_value_score(
@@ -68,8 +27,8 @@ def puct_value_score(
     """
     if tree_low is None or tree_high is None:
         safe_q = jnp.where(visited, q, node_value[..., None])
-        low = jnp.minimum(node_value, min_over_actions(safe_q))
-        high = jnp.maximum(node_value, max_over_actions(safe_q))
+        low = jnp.minimum(node_value, jnp.min(safe_q, axis=-1))
+        high = jnp.maximum(node_value, jnp.max(safe_q, axis=-1))
         completed = jnp.where(visited, q, low[..., None])
         return (completed - low[..., None]) / jnp.maximum(high - low, EPSILON)[..., None]
     scaled = (q - tree_low[..., None]) / jnp.maximum(tree_high - tree_low, EPSILON)[..., None]
@@ -116,13 +75,13 @@ def completed_q(
     value = mixed_value(raw_value, q, visits, prior_logits) if use_mixed_value else raw_value
     completed = jnp.where(visits > 0, q, value[..., None])
     if rescale_values or tree_low is not None:
-        low = min_over_actions(completed)
-        high = max_over_actions(completed)
+        low = jnp.min(completed, axis=-1)
+        high = jnp.max(completed, axis=-1)
         if tree_low is not None and tree_high is not None:
             low = jnp.minimum(low, tree_low)
             high = jnp.maximum(high, tree_high)
         completed = (completed - low[..., None]) / jnp.maximum(high - low, EPSILON)[..., None]
-    max_visits = max_over_actions(visits).astype(q.dtype)
+    max_visits = jnp.max(visits, axis=-1).astype(q.dtype)
     return ((maxvisit_init + max_visits) * value_scale)[..., None] * completed
 
 

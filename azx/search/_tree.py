@@ -1,9 +1,13 @@
 """The native search tree: fixed-size per-node arrays, and subtree compaction for reuse."""
 
+import math
+from typing import Any, NamedTuple
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int, UInt32
 
 from .._types import EnvState
 from ..envs import AbstractEnv
@@ -16,6 +20,90 @@ NO_PARENT = -1
 #: The root always lives in slot 0: nodes are allocated in order and compaction keeps order.
 ROOT_INDEX = 0
 
+# Columns of `Tree.node_stats`: the scalars of a node that the descent and the backup read,
+# packed so that one gather fetches them all.
+VALUE, VISITS, RAW_VALUE, REWARD, DISCOUNT = range(5)
+NUM_NODE_STATS = 5
+
+
+class _Leaf(NamedTuple):
+    shape: tuple[int, ...]
+    dtype: Any
+    key_impl: Any  # the PRNG implementation of a typed key leaf, else None
+    words: int
+
+
+class StateLayout(NamedTuple):
+    """How an environment state packs into one row of `uint32` words: every leaf flattened
+    and bit-cast, one- and two-byte types (booleans included) four or two to a word, and
+    the leaves concatenated. A node's state is then one row, so storing a node
+    and fetching a parent's state are one scatter and one gather, not one per leaf."""
+
+    treedef: Any
+    leaves: tuple[_Leaf, ...]
+
+    @property
+    def words(self) -> int:
+        return sum(leaf.words for leaf in self.leaves)
+
+
+def state_layout(state: EnvState) -> StateLayout:
+    """The layout of one (unbatched) environment state."""
+    leaves, treedef = jax.tree.flatten(state)
+    described = []
+    for x in leaves:
+        size = math.prod(x.shape)
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            impl = jax.random.key_impl(x)
+            described.append(_Leaf(x.shape, x.dtype, impl, jax.random.key_data(x).size))
+        else:
+            itemsize = np.dtype(x.dtype).itemsize
+            described.append(_Leaf(x.shape, x.dtype, None, -(-size * itemsize // 4)))
+    return StateLayout(treedef, tuple(described))
+
+
+def pack_state(layout: StateLayout, state: EnvState) -> UInt32[Array, "*rows words"]:
+    """States whose leaves have leading dimensions `rows` as rows of words."""
+    leaves = jax.tree.leaves(state)
+    rows = leaves[0].shape[: leaves[0].ndim - len(layout.leaves[0].shape)]
+    parts = []
+    for leaf, x in zip(layout.leaves, leaves, strict=True):
+        if leaf.key_impl is not None:
+            x = jax.random.key_data(x)
+        x = x.reshape(rows + (-1,))
+        if x.dtype == jnp.bool_:
+            x = x.astype(jnp.uint8)
+        if x.dtype.itemsize < 4:
+            # Bit casts that change the shape are plain copies for XLA:CPU; building the
+            # words with shifts instead is arithmetic enough for XLA to split it across
+            # threads, which costs more than it saves.
+            per_word = 4 // x.dtype.itemsize
+            x = jnp.pad(x, [(0, 0)] * len(rows) + [(0, -x.shape[-1] % per_word)])
+            x = x.reshape(rows + (-1, per_word))
+        x = jax.lax.bitcast_convert_type(x, jnp.uint32)
+        parts.append(x.reshape(rows + (leaf.words,)))
+    return jnp.concatenate(parts, axis=-1)
+
+
+def unpack_state(layout: StateLayout, words: UInt32[Array, "*rows words"]) -> EnvState:
+    """The inverse of `pack_state`."""
+    rows = words.shape[:-1]
+    leaves, start = [], 0
+    for leaf in layout.leaves:
+        x = words[..., start : start + leaf.words]
+        start += leaf.words
+        if leaf.key_impl is not None:
+            data = x.reshape(rows + leaf.shape + (-1,))
+            leaves.append(jax.random.wrap_key_data(data, impl=leaf.key_impl))
+            continue
+        stored = jnp.dtype(jnp.uint8 if leaf.dtype == jnp.bool_ else leaf.dtype)
+        if stored.itemsize > 4:
+            x = x.reshape(rows + (-1, stored.itemsize // 4))
+        x = jax.lax.bitcast_convert_type(x, stored)
+        x = x.reshape(rows + (-1,))[..., : math.prod(leaf.shape)].reshape(rows + leaf.shape)
+        leaves.append(x.astype(jnp.bool_) if leaf.dtype == jnp.bool_ else x)
+    return jax.tree.unflatten(layout.treedef, leaves)
+
 
 class Tree(eqx.Module):
     """A batch of search trees stored as fixed-size arrays, one slot per node.
@@ -23,62 +111,93 @@ class Tree(eqx.Module):
     Slots `[0, num_nodes)` hold the tree; the root is slot 0 and every node's parent has a
     smaller index than the node (allocation order, preserved by compaction). Slots from
     `num_nodes` on hold stale data that is never read. Statistics are per node; the
-    statistics of edge `(n, a)` are those of node `children[n, a]`.
+    statistics of edge `(n, a)` are those of node `children[n, a]`, and are also kept in
+    `n`'s row (`edge_visits`, `edge_q`) so that selection reads contiguous rows.
 
     All values are for the player to move at the node, in the sign convention of
     [`azx.search.Transition`][]: `Q(n, a) = reward[c] + discount[c] * value[c]` for the
     child `c = children[n, a]`.
     """
 
-    visits: Int[Array, "batch capacity"]
-    """Visit count of each node (its own evaluation counts as one)."""
-    value: Float[Array, "batch capacity"]
-    """Mean of the values backed up through each node."""
-    raw_value: Float[Array, "batch capacity"]
-    """The network's value of each node (zero at terminal states)."""
-    prior_logits: Float[Array, "batch capacity num_actions"]
-    """Prior logits at each node, `ILLEGAL_LOGIT` on illegal actions."""
-    legal_action_mask: Bool[Array, "batch capacity num_actions"]
-    reward: Float[Array, "batch capacity"]
-    """Reward for the parent's mover on the edge into each node."""
-    discount: Float[Array, "batch capacity"]
-    """Discount on the edge into each node (negative when the turn passes)."""
-    terminal: Bool[Array, "batch capacity"]
+    node_stats: Float[Array, "batch capacity 5"]
+    """Per node: mean backed-up value, visit count, the network's value (zero at terminal
+    states), and the reward and discount of the edge into the node; read through the
+    properties `value`, `visits`, `raw_value`, `reward`, `discount` and `terminal`."""
     parent: Int[Array, "batch capacity"]
     """Parent slot, `NO_PARENT` at the root."""
     action_from_parent: Int[Array, "batch capacity"]
     children: Int[Array, "batch capacity num_actions"]
     """Child slot of each edge, `UNVISITED` where the edge has no node."""
     edge_visits: Float[Array, "batch capacity num_actions"]
-    """Visits of each edge, kept in its parent's row (0 where the edge has no node), so
-    that selection reads one contiguous row instead of gathering every child."""
+    """Visits of each edge, kept in its parent's row (0 where the edge has no node)."""
     edge_q: Float[Array, "batch capacity num_actions"]
     """Q of each edge, `reward + discount * value` of the child (0 where no node)."""
     selection_prior: Float[Array, "batch capacity num_actions"]
     """What selection uses as the prior, computed once when the node is stored:
     probabilities for PUCT, logits for Gumbel; `-inf` where illegal."""
-    state: EnvState
-    """Environment state of each node, leaves shaped `[batch, capacity, ...]`."""
+    prior_logits: Float[Array, "batch capacity num_actions"]
+    """Prior logits at each node, `ILLEGAL_LOGIT` on illegal actions."""
+    state_words: UInt32[Array, "batch capacity words"]
+    """Environment state of each node, packed by `state_layout` (read through `state`)."""
     num_nodes: Int[Array, " batch"]
     """Slots in use; 0 means an empty tree (the next search starts afresh)."""
+    state_layout: StateLayout = eqx.field(static=True)
+
+    @property
+    def state(self) -> EnvState:
+        """Environment state of each node, leaves shaped `[batch, capacity, ...]`."""
+        return unpack_state(self.state_layout, self.state_words)
 
     @property
     def capacity(self) -> int:
-        return self.visits.shape[1]
+        return self.node_stats.shape[1]
 
     @property
     def batch_size(self) -> int:
-        return self.visits.shape[0]
+        return self.node_stats.shape[0]
+
+    @property
+    def value(self) -> Float[Array, "batch capacity"]:
+        """Mean of the values backed up through each node."""
+        return self.node_stats[..., VALUE]
+
+    @property
+    def visits(self) -> Int[Array, "batch capacity"]:
+        """Visit count of each node (its own evaluation counts as one)."""
+        return self.node_stats[..., VISITS].astype(jnp.int32)
+
+    @property
+    def raw_value(self) -> Float[Array, "batch capacity"]:
+        """The network's value of each node (zero at terminal states)."""
+        return self.node_stats[..., RAW_VALUE]
+
+    @property
+    def reward(self) -> Float[Array, "batch capacity"]:
+        """Reward for the parent's mover on the edge into each node."""
+        return self.node_stats[..., REWARD]
+
+    @property
+    def discount(self) -> Float[Array, "batch capacity"]:
+        """Discount on the edge into each node (negative when the turn passes, zero exactly
+        at terminal states; at the root, 0 if terminal and 1 otherwise)."""
+        return self.node_stats[..., DISCOUNT]
+
+    @property
+    def terminal(self) -> Bool[Array, "batch capacity"]:
+        # The discount into a node is zero exactly when the node is terminal (gamma > 0).
+        return self.node_stats[..., DISCOUNT] == 0
+
+    @property
+    def legal_action_mask(self) -> Bool[Array, "batch capacity num_actions"]:
+        return self.selection_prior > -jnp.inf
 
     def child_visits(self, node: Int[Array, " batch"]) -> Int[Array, "batch num_actions"]:
         """Visit count of each edge out of `node` (0 where the edge has no node)."""
-        batch = jnp.arange(self.batch_size)
-        child = self.children[batch, node]
-        return jnp.where(child != UNVISITED, self.visits[batch[:, None], jnp.maximum(child, 0)], 0)
+        return self.edge_visits[jnp.arange(self.batch_size), node].astype(jnp.int32)
 
     def root_child_visits(self) -> Int[Array, "batch num_actions"]:
         """Visit count of each action at the root: the PUCT policy target, unnormalised."""
-        return self.child_visits(jnp.full(self.batch_size, ROOT_INDEX, jnp.int32))
+        return self.edge_visits[:, ROOT_INDEX].astype(jnp.int32)
 
 
 def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
@@ -87,24 +206,20 @@ def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
     actions = (batch_size, capacity, env.num_actions)
     # The states only fix the pytree structure and shapes; they are overwritten before use.
     one_state = env.init(jax.random.key(0))
-    state = jax.tree.map(lambda x: jnp.broadcast_to(x, shape + x.shape), one_state)
+    layout = state_layout(one_state)
+    state_words = jnp.broadcast_to(pack_state(layout, one_state), shape + (layout.words,))
     return Tree(
-        visits=jnp.zeros(shape, jnp.int32),
-        value=jnp.zeros(shape, jnp.float32),
-        raw_value=jnp.zeros(shape, jnp.float32),
-        prior_logits=jnp.zeros(actions, jnp.float32),
-        legal_action_mask=jnp.zeros(actions, jnp.bool_),
-        reward=jnp.zeros(shape, jnp.float32),
-        discount=jnp.zeros(shape, jnp.float32),
-        terminal=jnp.zeros(shape, jnp.bool_),
+        node_stats=jnp.zeros(shape + (NUM_NODE_STATS,), jnp.float32),
         parent=jnp.full(shape, NO_PARENT, jnp.int32),
         action_from_parent=jnp.full(shape, NO_PARENT, jnp.int32),
         children=jnp.full(actions, UNVISITED, jnp.int32),
         edge_visits=jnp.zeros(actions, jnp.float32),
         edge_q=jnp.zeros(actions, jnp.float32),
         selection_prior=jnp.zeros(actions, jnp.float32),
-        state=state,
+        prior_logits=jnp.zeros(actions, jnp.float32),
+        state_words=state_words,
         num_nodes=jnp.zeros(batch_size, jnp.int32),
+        state_layout=layout,
     )
 
 
@@ -160,23 +275,20 @@ def compact(tree: Tree, keep: Bool[Array, "batch capacity"]) -> Tree:
     parent = take(tree.parent)
     parent = jnp.where(slots == ROOT_INDEX, NO_PARENT, renumber(parent))
     children = renumber(take(tree.children))
+    node_stats = take(tree.node_stats)
+    node_stats = node_stats.at[..., VISITS].set(jnp.where(used, node_stats[..., VISITS], 0.0))
     return Tree(
-        visits=jnp.where(used, take(tree.visits), 0),
-        value=take(tree.value),
-        raw_value=take(tree.raw_value),
-        prior_logits=take(tree.prior_logits),
-        legal_action_mask=take(tree.legal_action_mask),
-        reward=take(tree.reward),
-        discount=take(tree.discount),
-        terminal=take(tree.terminal),
+        node_stats=node_stats,
         parent=jnp.where(used, parent, NO_PARENT),
         action_from_parent=jnp.where(slots == ROOT_INDEX, NO_PARENT, take(tree.action_from_parent)),
         children=jnp.where(used[:, :, None], children, UNVISITED),
         edge_visits=take(tree.edge_visits),
         edge_q=take(tree.edge_q),
         selection_prior=take(tree.selection_prior),
-        state=jax.tree.map(take, tree.state),
+        prior_logits=take(tree.prior_logits),
+        state_words=take(tree.state_words),
         num_nodes=num_kept,
+        state_layout=tree.state_layout,
     )
 
 
