@@ -80,6 +80,7 @@ def test_loss_against_closed_form():
         ({"num_envs": 0}, "num_envs must be a positive int, got 0"),
         ({"collect_steps": -3}, "collect_steps must be a positive int, got -3"),
         ({"exploration_moves": -1}, "exploration_moves must be None or an int >= 0, got -1"),
+        ({"random_opening_moves": -2}, "random_opening_moves must be an int >= 0, got -2"),
         ({"decay_iterations": 0}, "decay_iterations must be a positive int, got 0"),
         ({"num_envs": 8, "batch_size": 12}, r"batch_size \(12\) must be a multiple of num_envs"),
         (
@@ -161,3 +162,41 @@ def test_same_step_trains_2048_single_player_with_chance():
     )
     assert float(trained.mean()) > 1.5 * float(random_returns.mean())
     assert float(trained.mean()) > 2.0 * float(untrained.mean())
+
+
+@pytest.mark.parametrize("opening", [0, 2])
+def test_random_opening_moves_replace_the_first_moves_only(opening):
+    # A deterministic search (uniform prior, zero value, temperature 0, no noise): the
+    # moves played are its own choices except in the first `opening` moves of each game,
+    # which are random (varied across games, and not always what the search would play).
+    env = azx.envs.make("tic_tac_toe")
+    search = azx.search.PUCT(16, temperature=0.0, dirichlet_fraction=0.0)
+    config = azx.alphazero.Config(
+        num_envs=32,
+        collect_steps=1,
+        train_steps=1,
+        batch_size=32,
+        buffer_capacity=32,
+        random_opening_moves=opening,
+    )
+    trainer = azx.alphazero.AlphaZero(env, search, config)
+    net = azx.nets.UniformPolicy(env.num_actions)
+    state = trainer.init(net, key=jax.random.key(0))
+    self_play = eqx.filter_jit(trainer.self_play)
+
+    def occupied(s):
+        return jnp.any(jax.vmap(env.observation)(s), axis=-1).reshape(32, 9)
+
+    for move in range(3):
+        before = state.env_state
+        chosen = search(net, env, search.init(env, 32), before, key=jax.random.key(9)).action
+        state = self_play(state, jax.random.key(move))
+        moved = occupied(state.env_state) & ~occupied(before)
+        assert bool(jnp.all(jnp.sum(moved, axis=-1) == 1))  # one legal move per game
+        played = np.asarray(jnp.argmax(moved, axis=-1))
+        if move < opening:
+            assert np.any(played != np.asarray(chosen))
+            if move == 0:
+                assert len(set(played.tolist())) > 1
+        else:
+            np.testing.assert_array_equal(played, np.asarray(chosen))

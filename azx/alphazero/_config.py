@@ -46,6 +46,11 @@ class Config(eqx.Module):
     choice (sampled visits for PUCT, noisy halving for Gumbel); later moves take the action
     with the highest policy target, so that game outcomes (the value targets) reflect good
     play. `None`: explore on every move."""
+    random_opening_moves: int = 0
+    """The first this many moves of every self-play game are uniformly random legal moves
+    instead of the search's choice (the search still runs and its policy target is stored).
+    Games then start from varied positions, which exposes the network to positions its own
+    play never reaches. 0: off."""
     truncation: str = "drop"
     """What truncated episodes give the buffer: `"drop"` or `"bootstrap"` (see
     [`azx.buffer.ReplayBuffer`][])."""
@@ -64,6 +69,14 @@ class Config(eqx.Module):
         ):
             raise ValueError(
                 f"exploration_moves must be None or an int >= 0, got {self.exploration_moves!r}"
+            )
+        if (
+            isinstance(self.random_opening_moves, bool)
+            or not isinstance(self.random_opening_moves, int)
+            or self.random_opening_moves < 0
+        ):
+            raise ValueError(
+                f"random_opening_moves must be an int >= 0, got {self.random_opening_moves!r}"
             )
         if self.learning_rate == 0:
             raise ValueError("learning_rate must be > 0, got 0")
