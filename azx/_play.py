@@ -40,9 +40,7 @@ class _Board:
             raise ValueError(f"azx play cannot map {self.num_actions} actions onto a {shape} board")
 
     def name(self, action: int) -> str:
-        if self.kind == "column":
-            return str(action + 1)
-        if self.kind == "cell":
+        if self.kind in ("column", "cell"):
             return str(action + 1)
         if action == self.rows * self.cols:
             return "pass"

@@ -189,8 +189,7 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     directory = Path(directory)
     config = _load_config(directory)
     preset = presets.Preset.from_dict(config["preset"])
-    checkpoints = Checkpointer(directory / CHECKPOINT_DIR)
-    try:
+    with _checkpointer(directory) as checkpoints:
         if checkpoints.latest_step() is None:
             raise RunError(f"{directory} has no checkpoint yet")
         trainer, like = preset.build(seed=config["seed"])
@@ -198,8 +197,6 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
             state = checkpoints.restore(like, step=step)
         except FileNotFoundError as error:
             raise RunError(str(error)) from None
-    finally:
-        checkpoints.close()
     return Run(
         directory=directory,
         preset=preset,
@@ -406,34 +403,38 @@ class _Reporter:
         self.progress.update(self.task, completed=iteration, info=info)
 
 
-def _prepare_directory(
-    out: Path, config: dict[str, Any], resume: bool, explicit: dict[str, Any]
-) -> dict[str, Any]:
-    """Check `out` against the requested run; returns the configuration to train with."""
-    checkpoints = out / CHECKPOINT_DIR
-    if resume:
-        if not (out / CONFIG_FILE).exists():
-            raise RunError(f"--resume: {out} holds no run to resume (no {CONFIG_FILE})")
-        saved = _load_config(out)
-        with _checkpointer(out) as manager:
-            if manager.latest_step() is None:
-                raise RunError(
-                    f"--resume: no checkpoint in {checkpoints}; start it again without --resume"
-                )
-        conflicts = [
-            f"--{name} {value!r} (the run has {saved_value!r})"
-            for name, value, saved_value in (
-                ("preset", explicit.get("preset"), saved["preset"]["name"]),
-                ("env", explicit.get("env"), saved["preset"]["env"]),
-                ("seed", explicit.get("seed"), saved["seed"]),
-            )
-            if value is not None and value != saved_value
-        ]
-        if conflicts:
-            raise RunError(
-                f"--resume continues {out} as configured; conflicting: {', '.join(conflicts)}"
-            )
-        return saved
+def _latest_step(out: Path) -> int | None:
+    with _checkpointer(out) as manager:
+        return manager.latest_step()
+
+
+def _resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
+    """The saved configuration of the run in `out`, checked against explicit options."""
+    if not (out / CONFIG_FILE).exists():
+        raise RunError(f"--resume: {out} holds no run to resume (no {CONFIG_FILE})")
+    saved = _load_config(out)
+    if _latest_step(out) is None:
+        raise RunError(
+            f"--resume: no checkpoint in {out / CHECKPOINT_DIR}; start it again without --resume"
+        )
+    conflicts = [
+        f"--{name} {value!r} (the run has {saved_value!r})"
+        for name, value, saved_value in (
+            ("preset", explicit.get("preset"), saved["preset"]["name"]),
+            ("env", explicit.get("env"), saved["preset"]["env"]),
+            ("seed", explicit.get("seed"), saved["seed"]),
+        )
+        if value is not None and value != saved_value
+    ]
+    if conflicts:
+        raise RunError(
+            f"--resume continues {out} as configured; conflicting: {', '.join(conflicts)}"
+        )
+    return saved
+
+
+def _check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
+    """Refuse to start `config` in `out` if that would overwrite or mix with a saved run."""
     if (out / CONFIG_FILE).exists():
         saved = _load_config(out)
         differences = _differences(_training_identity(saved), _training_identity(config))
@@ -442,8 +443,7 @@ def _prepare_directory(
                 f"{out} holds a run with a different configuration ({'; '.join(differences)}); "
                 "choose another --out, or pass --resume to continue that run"
             )
-        with _checkpointer(out) as manager:
-            latest = manager.latest_step()
+        latest = _latest_step(out)
         if latest is not None:
             raise RunError(
                 f"{out} already holds this run (checkpoint at iteration {latest}); "
@@ -451,7 +451,6 @@ def _prepare_directory(
             )
     elif out.exists() and any(out.iterdir()):
         raise RunError(f"{out} is not empty and holds no azx run; choose another --out")
-    return config
 
 
 @contextmanager
@@ -497,13 +496,14 @@ def train(
         if out is None:
             raise RunError("--resume needs --out, the run directory to continue")
         out = Path(out)
-        config = _prepare_directory(out, {}, True, explicit)
+        config = _resumable_config(out, explicit)
         chosen = presets.Preset.from_dict(config["preset"])
     else:
         chosen = _select_preset(preset, env)
         seed = 0 if seed is None else seed
         out = Path(out) if out is not None else Path("runs") / f"{chosen.name}-seed{seed}"
-        config = _prepare_directory(out, _run_config(chosen, seed), False, explicit)
+        config = _run_config(chosen, seed)
+        _check_fresh_directory(out, config)
     overrides = {
         "iterations": iterations,
         "eval_every": eval_every,
