@@ -51,6 +51,10 @@ class Config(eqx.Module):
     instead of the search's choice (the search still runs and its policy target is stored).
     Games then start from varied positions, which exposes the network to positions its own
     play never reaches. 0: off."""
+    augment_symmetries: bool = False
+    """Transform every training position by one of the game's board symmetries
+    ([`azx.envs.AbstractEnv.symmetries`][]), drawn uniformly per position (identity
+    included): more distinct positions for the same self-play. False: off."""
     truncation: str = "drop"
     """What truncated episodes give the buffer: `"drop"` or `"bootstrap"` (see
     [`azx.buffer.ReplayBuffer`][])."""
@@ -77,6 +81,10 @@ class Config(eqx.Module):
         ):
             raise ValueError(
                 f"random_opening_moves must be an int >= 0, got {self.random_opening_moves!r}"
+            )
+        if not isinstance(self.augment_symmetries, bool):
+            raise ValueError(
+                f"augment_symmetries must be True or False, got {self.augment_symmetries!r}"
             )
         if self.learning_rate == 0:
             raise ValueError("learning_rate must be > 0, got 0")

@@ -3,6 +3,7 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
@@ -150,6 +151,11 @@ class AlphaZero(eqx.Module):
                 f"AlphaZero trains 1-player games and 2-player zero-sum games; the "
                 f"environment has num_players={env.num_players}"
             )
+        if config.augment_symmetries and not env.symmetries():
+            raise ValueError(
+                "augment_symmetries=True, but the environment declares no symmetries "
+                "(AbstractEnv.symmetries() is empty)"
+            )
         self.env = env
         self.search = search
         self.config = config
@@ -294,8 +300,37 @@ class AlphaZero(eqx.Module):
         batch = jax.vmap(sample_row)(one_row, _row_keys(key, first_row, rows))
         return jax.tree.map(lambda x: x.reshape((rows * per_row,) + x.shape[2:]), batch)
 
+    def _augment(self, batch: Batch, key: PRNGKey, first_row) -> Batch:
+        """Each position transformed by a board symmetry drawn uniformly (per game row,
+        like the sample itself, so that sharding does not change the draw)."""
+        symmetries = self.env.symmetries()
+        observation_index = jnp.asarray(np.stack([s.observation_index for s in symmetries]))
+        action_index = jnp.asarray(np.stack([s.action_index for s in symmetries]))
+        rows = batch.mask.shape[0]
+        per_row = self.config.batch_size // self.config.num_envs
+        keys = _row_keys(key, first_row, rows // per_row)
+        choice = jax.vmap(lambda k: jax.random.randint(k, (per_row,), 0, len(symmetries)))(keys)
+        choice = choice.reshape(-1)
+
+        def permute(x, index):
+            flat = x.reshape(rows, -1)
+            return jnp.take_along_axis(flat, index[choice], axis=1).reshape(x.shape)
+
+        return eqx.tree_at(
+            lambda b: (b.observation, b.legal_action_mask, b.policy_target),
+            batch,
+            (
+                permute(batch.observation, observation_index),
+                permute(batch.legal_action_mask, action_index),
+                permute(batch.policy_target, action_index),
+            ),
+        )
+
     def _learn(self, state: TrainState, key: PRNGKey, first_row):
         batch = self._sample(state.buffer, key, first_row)
+        if self.config.augment_symmetries:
+            # Its own key stream, so that runs without augmentation are unchanged.
+            batch = self._augment(batch, jax.random.fold_in(key, 1), first_row)
         weight = self.config.value_loss_weight
 
         def objective(params):

@@ -2,4 +2,5 @@
 
 from ._abstract import AbstractEnv as AbstractEnv
 from ._pgx import PgxEnv as PgxEnv, available as available, make as make
+from ._symmetry import Symmetry as Symmetry
 from ._wrappers import ScaleRewards as ScaleRewards

@@ -5,6 +5,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import EnvState, PRNGKey
+from ._symmetry import Symmetry
 
 
 class AbstractEnv(eqx.Module):
@@ -55,3 +56,10 @@ class AbstractEnv(eqx.Module):
     @abc.abstractmethod
     def current_player(self, state: EnvState) -> Int[Array, ""]:
         """Index of the player to move, in `[0, num_players)`."""
+
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        """Board symmetries that map every position to one of equal value, identity first,
+        for training-data augmentation (`Config.augment_symmetries`). Default: none known
+        (an empty tuple). Every [`azx.envs.Symmetry`][] must also map the legal actions
+        and the value of a position to those of the transformed one."""
+        return ()

@@ -10,6 +10,7 @@ from jaxtyping import Array, Bool, Float, Int, Shaped
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey
 from ._abstract import AbstractEnv
+from ._symmetry import Symmetry, dihedral, mirror
 
 
 def available() -> tuple[str, ...]:
@@ -107,6 +108,18 @@ class PgxEnv(AbstractEnv):
 
     def current_player(self, state: EnvState) -> Int[Array, ""]:
         return state.current_player
+
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        """Connect four: the left-right mirror. Tic-tac-toe, othello and go: the 8
+        rotations and reflections of the board (pass maps to itself). Others: none."""
+        shape = self.observation_shape
+        if self.name == "connect_four":
+            return mirror(*shape)
+        square = len(shape) == 3 and shape[0] == shape[1]
+        if self.name in ("tic_tac_toe", "othello") or self.name.startswith("go_"):
+            if square and self.num_actions - shape[0] * shape[1] in (0, 1):
+                return dihedral(shape[0], shape[2], self.num_actions - shape[0] * shape[1])
+        return ()
 
 
 def make(name: str, *, max_episode_steps: int | None = None, **kwargs) -> PgxEnv:

@@ -62,3 +62,6 @@ class ScaleRewards(AbstractEnv):
 
     def current_player(self, state: EnvState) -> Int[Array, ""]:
         return self.env.current_player(state)
+
+    def symmetries(self):
+        return self.env.symmetries()
