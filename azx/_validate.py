@@ -5,3 +5,12 @@ def check_positive_int(name: str, value: object) -> None:
     """`value` must be an int >= 1 (bools are refused)."""
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+
+def check_non_negative_int(name: str, value: object, *, optional: bool = False) -> None:
+    """`value` must be an int >= 0 (bools are refused), or None where `optional`."""
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        allowed = "None or an int >= 0" if optional else "an int >= 0"
+        raise ValueError(f"{name} must be {allowed}, got {value!r}")

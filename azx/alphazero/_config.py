@@ -2,7 +2,7 @@ import math
 
 import equinox as eqx
 
-from .._validate import check_positive_int
+from .._validate import check_non_negative_int, check_positive_int
 
 
 def _non_negative_float(name: str, value: object) -> None:
@@ -66,22 +66,8 @@ class Config(eqx.Module):
             _non_negative_float(name, getattr(self, name))
         if self.decay_iterations is not None:
             check_positive_int("decay_iterations", self.decay_iterations)
-        if self.exploration_moves is not None and (
-            isinstance(self.exploration_moves, bool)
-            or not isinstance(self.exploration_moves, int)
-            or self.exploration_moves < 0
-        ):
-            raise ValueError(
-                f"exploration_moves must be None or an int >= 0, got {self.exploration_moves!r}"
-            )
-        if (
-            isinstance(self.random_opening_moves, bool)
-            or not isinstance(self.random_opening_moves, int)
-            or self.random_opening_moves < 0
-        ):
-            raise ValueError(
-                f"random_opening_moves must be an int >= 0, got {self.random_opening_moves!r}"
-            )
+        check_non_negative_int("exploration_moves", self.exploration_moves, optional=True)
+        check_non_negative_int("random_opening_moves", self.random_opening_moves)
         if not isinstance(self.augment_symmetries, bool):
             raise ValueError(
                 f"augment_symmetries must be True or False, got {self.augment_symmetries!r}"

@@ -115,10 +115,9 @@ class PgxEnv(AbstractEnv):
         shape = self.observation_shape
         if self.name == "connect_four":
             return mirror(*shape)
-        square = len(shape) == 3 and shape[0] == shape[1]
         if self.name in ("tic_tac_toe", "othello") or self.name.startswith("go_"):
-            if square and self.num_actions - shape[0] * shape[1] in (0, 1):
-                return dihedral(shape[0], shape[2], self.num_actions - shape[0] * shape[1])
+            size, _, channels = shape
+            return dihedral(size, channels, extra_actions=self.num_actions - size * size)
         return ()
 
 

@@ -4,6 +4,7 @@ from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import EnvState, PRNGKey
 from ._abstract import AbstractEnv
+from ._symmetry import Symmetry
 
 
 class ScaleRewards(AbstractEnv):
@@ -63,5 +64,5 @@ class ScaleRewards(AbstractEnv):
     def current_player(self, state: EnvState) -> Int[Array, ""]:
         return self.env.current_player(state)
 
-    def symmetries(self):
+    def symmetries(self) -> tuple[Symmetry, ...]:
         return self.env.symmetries()
