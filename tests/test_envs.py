@@ -107,6 +107,19 @@ def test_declared_sizes_match_states(name):
     assert all(isinstance(d, int) for d in env.observation_shape)
 
 
+@pytest.mark.parametrize("name", GAMES)
+def test_a_fresh_state_has_the_leaves_a_step_gives(name):
+    # Unbatched, outside any transformation: the search builds its tree from such a state.
+    env = azx.envs.make(name)
+    state = env.init(jax.random.key(2))
+    action = jnp.argmax(env.legal_action_mask(state)).astype(jnp.int32)
+    child = env.step(state, action, jax.random.key(3))
+    assert jax.tree.structure(state) == jax.tree.structure(child)
+    for fresh, stepped in zip(jax.tree.leaves(state), jax.tree.leaves(child), strict=True):
+        assert isinstance(fresh, jax.Array)
+        assert (fresh.shape, fresh.dtype) == (stepped.shape, stepped.dtype)
+
+
 def test_unknown_name_lists_available():
     with pytest.raises(ValueError, match="unknown environment 'tictactoe'.*tic_tac_toe"):
         azx.envs.make("tictactoe")

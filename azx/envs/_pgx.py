@@ -80,7 +80,10 @@ class PgxEnv(AbstractEnv):
 
     def init(self, key: PRNGKey) -> EnvState:
         with third_party_numerics():
-            return self.env.init(key)
+            state = self.env.init(key)
+        # Some pgx games leave a Python scalar in a fresh state (othello's `turn`); as an
+        # array it has the dtype and shape that `step` gives it.
+        return jax.tree.map(jnp.asarray, state)
 
     def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
         # pgx passes `key` on to the game; games without chance ignore it.
