@@ -158,3 +158,36 @@ def test_mctx_backend_behind_the_same_interface(cls):
 def test_configuration_errors_name_the_bad_value(build, message):
     with pytest.raises(ValueError, match=message):
         build()
+
+
+@pytest.mark.parametrize("game", ["connect_four", "othello", "go_9x9", "2048"])
+def test_storing_only_what_a_step_reads_changes_nothing(game, monkeypatch):
+    """The tree keeps only the state leaves that `step` reads (for pgx: not the observation
+    or the rewards). A search over trees that keep every leaf must give the same result."""
+    env = azx.envs.make(game)
+    net = mlp(env, seed=3)
+    states = random_positions(env, jax.random.key(4), 2, max_moves=6)
+    search = Gumbel(6, max_num_considered_actions=4)
+
+    def run():
+        output = eqx.filter_jit(search)(
+            net, env, search.init(env, 2), states, key=jax.random.key(5)
+        )
+        return output, output.tree.state_words.shape[-1]
+
+    read = azx.search._tree.leaves_read_by_step(env, env.init(jax.random.key(0)))
+    paths = [jax.tree_util.keystr(path) for path, _ in jax.tree_util.tree_leaves_with_path(states)]
+    assert {path for path, r in zip(paths, read, strict=True) if not r} == {
+        ".observation",
+        ".rewards",
+    }
+    pruned, pruned_words = run()
+    monkeypatch.setattr(azx.search._tree, "leaves_read_by_step", lambda env, state: None)
+    full, full_words = run()
+    assert pruned_words < full_words
+    legal = jax.vmap(env.legal_action_mask)(states)
+    assert bool(jnp.all(legal[jnp.arange(2), pruned.action]))
+    for name in ("action", "policy_target", "root_value"):
+        np.testing.assert_array_equal(getattr(pruned, name), getattr(full, name))
+    np.testing.assert_array_equal(pruned.tree.node_stats, full.tree.node_stats)
+    np.testing.assert_array_equal(pruned.tree.children, full.tree.children)

@@ -48,7 +48,7 @@ def _brute_force_subtree(tree, b, action):
     members.sort()
     renumber = {old: new for new, old in enumerate(members)}
     expected = {}
-    for name in ("visits", "value", "raw_value", "prior_logits", "legal_action_mask"):
+    for name in ("visits", "value", "raw_value", "selection_prior", "legal_action_mask"):
         expected[name] = np.asarray(getattr(tree, name)[b])[members]
     for name in ("reward", "discount", "terminal"):
         expected[name] = np.asarray(getattr(tree, name)[b])[members]

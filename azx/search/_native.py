@@ -222,7 +222,6 @@ def _store_node(
             t.action_from_parent,
             t.children,
             t.selection_prior,
-            t.prior_logits,
             t.state_words,
         ),
         tree,
@@ -232,7 +231,6 @@ def _store_node(
             put(tree.action_from_parent, action),
             children.reshape(tree.children.shape),
             put(tree.selection_prior, selection_prior),
-            put(tree.prior_logits, evaluation.logits),
             put(tree.state_words, pack_state(tree.state_layout, step.state)),
         ),
     )
@@ -334,7 +332,6 @@ def _start(
     tree: Tree,
     env_state: EnvState,
     evaluation: Evaluation,
-    root_logits: Float[Array, "batch num_actions"],
     root_prior: Float[Array, "batch num_actions"],
     reuse_tree: bool,
 ) -> Tree:
@@ -371,7 +368,6 @@ def _start(
             t.edge_visits,
             t.edge_q,
             t.selection_prior,
-            t.prior_logits,
             t.state_words,
             t.num_nodes,
         ),
@@ -382,7 +378,6 @@ def _start(
             keep_or(tree.edge_visits, 0.0),
             keep_or(tree.edge_q, 0.0),
             set_root(tree.selection_prior, root_prior),
-            set_root(tree.prior_logits, root_logits),
             set_root(tree.state_words, pack_state(tree.state_layout, env_state)),
             jnp.where(fresh, 1, tree.num_nodes),
         ),
@@ -621,7 +616,7 @@ class PUCT(AbstractSearch):
         logits = jnp.log(jnp.maximum(noisy, jnp.finfo(jnp.float32).tiny))
         logits = jnp.where(legal, logits - jnp.max(logits, axis=-1, keepdims=True), ILLEGAL_LOGIT)
         root_prior = _prior_probabilities(logits, legal)
-        tree = _start(tree, env_state, evaluation, logits, root_prior, self.reuse_tree)
+        tree = _start(tree, env_state, evaluation, root_prior, self.reuse_tree)
 
         # The root is selected like every other node, inside the descent.
         tree, _ = _run(
@@ -790,14 +785,7 @@ class Gumbel(AbstractSearch):
             lambda k: jax.random.gumbel(k, logits.shape[1:], jnp.float32)
         )(gumbel_key)
         root_prior = jnp.where(legal, logits, -jnp.inf)
-        tree = _start(
-            tree,
-            env_state,
-            evaluation,
-            logits,
-            root_prior,
-            self.reuse_tree,
-        )
+        tree = _start(tree, env_state, evaluation, root_prior, self.reuse_tree)
 
         table = jnp.asarray(
             considered_visits_table(self.max_num_considered_actions, self.num_simulations),

@@ -30,14 +30,16 @@ class _Leaf(NamedTuple):
     shape: tuple[int, ...]
     dtype: Any
     key_impl: Any  # the PRNG implementation of a typed key leaf, else None
-    words: int
+    words: int  # 0 for a leaf that is not stored
 
 
 class StateLayout(NamedTuple):
-    """How an environment state packs into one row of `uint32` words: every leaf flattened
-    and bit-cast, one- and two-byte types (booleans included) four or two to a word, and
-    the leaves concatenated. A node's state is then one row, so storing a node
-    and fetching a parent's state are one scatter and one gather, not one per leaf."""
+    """How an environment state packs into one row of `uint32` words: every stored leaf
+    flattened and bit-cast, one- and two-byte types (booleans included) four or two to a
+    word, and the leaves concatenated. A node's state is then one row, so storing a node
+    and fetching a parent's state are one scatter and one gather, not one per leaf.
+
+    Leaves that are not stored take no words and unpack as zeros."""
 
     treedef: Any
     leaves: tuple[_Leaf, ...]
@@ -47,13 +49,18 @@ class StateLayout(NamedTuple):
         return sum(leaf.words for leaf in self.leaves)
 
 
-def state_layout(state: EnvState) -> StateLayout:
-    """The layout of one (unbatched) environment state."""
+def state_layout(state: EnvState, stored: tuple[bool, ...] | None = None) -> StateLayout:
+    """The layout of one (unbatched) environment state; `stored` says which leaves to keep
+    (default: all)."""
     leaves, treedef = jax.tree.flatten(state)
+    if stored is None:
+        stored = (True,) * len(leaves)
     described = []
-    for x in leaves:
+    for x, keep in zip(leaves, stored, strict=True):
         size = math.prod(x.shape)
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+        if not keep:
+            described.append(_Leaf(x.shape, x.dtype, None, 0))
+        elif jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
             impl = jax.random.key_impl(x)
             described.append(_Leaf(x.shape, x.dtype, impl, jax.random.key_data(x).size))
         else:
@@ -66,8 +73,10 @@ def pack_state(layout: StateLayout, state: EnvState) -> UInt32[Array, "*rows wor
     """States whose leaves have leading dimensions `rows` as rows of words."""
     leaves = jax.tree.leaves(state)
     rows = leaves[0].shape[: leaves[0].ndim - len(layout.leaves[0].shape)]
-    parts = []
+    parts = [jnp.zeros(rows + (0,), jnp.uint32)]
     for leaf, x in zip(layout.leaves, leaves, strict=True):
+        if leaf.words == 0:
+            continue
         if leaf.key_impl is not None:
             x = jax.random.key_data(x)
         x = x.reshape(rows + (-1,))
@@ -90,6 +99,9 @@ def unpack_state(layout: StateLayout, words: UInt32[Array, "*rows words"]) -> En
     rows = words.shape[:-1]
     leaves, start = [], 0
     for leaf in layout.leaves:
+        if leaf.words == 0:
+            leaves.append(jnp.zeros(rows + leaf.shape, leaf.dtype))
+            continue
         x = words[..., start : start + leaf.words]
         start += leaf.words
         if leaf.key_impl is not None:
@@ -103,6 +115,33 @@ def unpack_state(layout: StateLayout, words: UInt32[Array, "*rows words"]) -> En
         x = x.reshape(rows + (-1,))[..., : math.prod(leaf.shape)].reshape(rows + leaf.shape)
         leaves.append(x.astype(jnp.bool_) if leaf.dtype == jnp.bool_ else x)
     return jax.tree.unflatten(layout.treedef, leaves)
+
+
+def leaves_read_by_step(env: AbstractEnv, state: EnvState) -> tuple[bool, ...]:
+    """Which leaves of `state` a search step from it can read: `env.step` and
+    `env.current_player`. The others (for pgx games: the observation and the rewards, which
+    `step` recomputes) need not be stored in the tree.
+
+    Found by dead-code elimination on the traced step; if that is not possible, every leaf
+    counts as read.
+    """
+    leaves = jax.tree.leaves(state)
+
+    def move(state, action, key):
+        return env.step(state, action, key), env.current_player(state)
+
+    try:
+        # JAX's own dead-code elimination: it looks inside `cond` branches, which pgx games
+        # use, where a plain walk over the equations would have to keep every operand.
+        from jax._src.interpreters.partial_eval import dce_jaxpr
+
+        closed = jax.make_jaxpr(move)(state, jnp.zeros((), jnp.int32), jax.random.key(0))
+        _, used = dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
+    except Exception:  # a JAX without this internal: keep everything, which is always right
+        return (True,) * len(leaves)
+    if len(used) != len(leaves) + 2:  # state leaves, action, key
+        return (True,) * len(leaves)
+    return tuple(bool(u) for u in used[: len(leaves)])
 
 
 class Tree(eqx.Module):
@@ -135,17 +174,18 @@ class Tree(eqx.Module):
     selection_prior: Float[Array, "batch capacity num_actions"]
     """What selection uses as the prior, computed once when the node is stored:
     probabilities for PUCT, logits for Gumbel; `-inf` where illegal."""
-    prior_logits: Float[Array, "batch capacity num_actions"]
-    """Prior logits at each node, `ILLEGAL_LOGIT` on illegal actions."""
     state_words: UInt32[Array, "batch capacity words"]
-    """Environment state of each node, packed by `state_layout` (read through `state`)."""
+    """Environment state of each node, packed by `state_layout` (read through `state`).
+    Only the leaves that a step from the node reads are stored (`leaves_read_by_step`)."""
     num_nodes: Int[Array, " batch"]
     """Slots in use; 0 means an empty tree (the next search starts afresh)."""
     state_layout: StateLayout = eqx.field(static=True)
 
     @property
     def state(self) -> EnvState:
-        """Environment state of each node, leaves shaped `[batch, capacity, ...]`."""
+        """Environment state of each node, leaves shaped `[batch, capacity, ...]`. Leaves
+        that the environment's `step` never reads are not stored and read as zeros (for pgx
+        games: `observation` and `rewards`)."""
         return unpack_state(self.state_layout, self.state_words)
 
     @property
@@ -204,10 +244,11 @@ def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
     """An empty batch of trees; its environment states are copies of a fresh episode."""
     shape = (batch_size, capacity)
     actions = (batch_size, capacity, env.num_actions)
-    # The states only fix the pytree structure and shapes; they are overwritten before use.
+    # The states only fix the pytree structure and shapes: a slot's state is written when
+    # the slot is stored, before anything reads it, so the words start as zeros.
     one_state = env.init(jax.random.key(0))
-    layout = state_layout(one_state)
-    state_words = jnp.broadcast_to(pack_state(layout, one_state), shape + (layout.words,))
+    layout = state_layout(one_state, leaves_read_by_step(env, one_state))
+    state_words = jnp.zeros(shape + (layout.words,), jnp.uint32)
     return Tree(
         node_stats=jnp.zeros(shape + (NUM_NODE_STATS,), jnp.float32),
         parent=jnp.full(shape, NO_PARENT, jnp.int32),
@@ -216,7 +257,6 @@ def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
         edge_visits=jnp.zeros(actions, jnp.float32),
         edge_q=jnp.zeros(actions, jnp.float32),
         selection_prior=jnp.zeros(actions, jnp.float32),
-        prior_logits=jnp.zeros(actions, jnp.float32),
         state_words=state_words,
         num_nodes=jnp.zeros(batch_size, jnp.int32),
         state_layout=layout,
@@ -285,7 +325,6 @@ def compact(tree: Tree, keep: Bool[Array, "batch capacity"]) -> Tree:
         edge_visits=take(tree.edge_visits),
         edge_q=take(tree.edge_q),
         selection_prior=take(tree.selection_prior),
-        prior_logits=take(tree.prior_logits),
         state_words=take(tree.state_words),
         num_nodes=num_kept,
         state_layout=tree.state_layout,
