@@ -1,5 +1,6 @@
 """The native search tree: fixed-size per-node arrays, and subtree compaction for reuse."""
 
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -122,11 +123,19 @@ def leaves_read_by_step(env: AbstractEnv, state: EnvState) -> tuple[bool, ...]:
     `env.current_player`. The others (for pgx games: the observation and the rewards, which
     `step` recomputes) need not be stored in the tree.
 
-    Found by dead-code elimination on the traced step; if that is not possible, every leaf
-    counts as read.
+    Found by dead-code elimination on the traced step, once per environment and state
+    shape; if that is not possible, every leaf counts as read.
     """
-    leaves = jax.tree.leaves(state)
+    leaves, treedef = jax.tree.flatten(state)
+    specs = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves)
+    try:
+        return _leaves_read_by_step(env, treedef, specs)
+    except TypeError:  # an environment that cannot be hashed (array fields): no cache
+        return _leaves_read_by_step.__wrapped__(env, treedef, specs)
 
+
+@functools.lru_cache(maxsize=32)
+def _leaves_read_by_step(env: AbstractEnv, treedef: Any, specs: tuple) -> tuple[bool, ...]:
     def move(state, action, key):
         return env.step(state, action, key), env.current_player(state)
 
@@ -135,13 +144,14 @@ def leaves_read_by_step(env: AbstractEnv, state: EnvState) -> tuple[bool, ...]:
         # use, where a plain walk over the equations would have to keep every operand.
         from jax._src.interpreters.partial_eval import dce_jaxpr
 
+        state = jax.tree.unflatten(treedef, specs)
         closed = jax.make_jaxpr(move)(state, jnp.zeros((), jnp.int32), jax.random.key(0))
         _, used = dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
     except Exception:  # a JAX without this internal: keep everything, which is always right
-        return (True,) * len(leaves)
-    if len(used) != len(leaves) + 2:  # state leaves, action, key
-        return (True,) * len(leaves)
-    return tuple(bool(u) for u in used[: len(leaves)])
+        return (True,) * len(specs)
+    if len(used) != len(specs) + 2:  # state leaves, action, key
+        return (True,) * len(specs)
+    return tuple(bool(u) for u in used[: len(specs)])
 
 
 class Tree(eqx.Module):
@@ -241,7 +251,7 @@ class Tree(eqx.Module):
 
 
 def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
-    """An empty batch of trees; its environment states are copies of a fresh episode."""
+    """An empty batch of trees (`num_nodes` 0; every slot is written before it is read)."""
     shape = (batch_size, capacity)
     actions = (batch_size, capacity, env.num_actions)
     # The states only fix the pytree structure and shapes: a slot's state is written when
