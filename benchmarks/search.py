@@ -7,7 +7,8 @@ algorithms, both backends) and the floor are compiled once (`compile_s`) and cal
 warm up; then they are timed in turns, one call of each per round, over `--repeats` rounds
 (`ms_per_call` is the median), so that a machine whose load changes during the run slows
 all of them alike. The floor (`floor_ms`) is the time of the same work without a tree: one
-root evaluation plus `num_simulations` batched environment steps and network calls. A
+root evaluation plus `num_simulations` batched environment steps and network calls, both
+of whose outputs (logits and value) are used, as a search uses them. A
 markdown table goes to stdout; `--json` writes the records.
 """
 
@@ -95,7 +96,7 @@ def floor_fn(static, env, num_simulations: int):
         batch = root.value.shape[0]
 
         def body(index, carry):
-            state, total = carry
+            state, total, _ = carry
             # Step on from the previous states (back to the roots where an episode ended),
             # so that, as in a search, no step is loop-invariant and hoisted out of the loop.
             offset = jnp.arange(batch, dtype=jnp.int32) + index
@@ -109,9 +110,14 @@ def floor_fn(static, env, num_simulations: int):
                 states,
                 step.state,
             )
-            return state, total + step.evaluation.value + step.reward
+            # The logits are carried out of the loop: a search reads every network output,
+            # and unused, XLA would drop the policy head (and the legal-action mask) from
+            # the floor.
+            total = total + step.evaluation.value + step.reward
+            return state, total, step.evaluation.logits
 
-        return jax.lax.fori_loop(0, num_simulations, body, (states, root.value))[1]
+        carry = (states, root.value, root.logits)
+        return jax.lax.fori_loop(0, num_simulations, body, carry)[1:]
 
     return run
 
