@@ -117,14 +117,18 @@ def _descend(
     tree_range,
     max_depth: int,
     root_action: Int[Array, " batch"] | None,
-) -> Int[Array, "batch path_length"]:
-    """The edges each row's descent takes from the root, -1 past the last one.
+    path: Int[Array, "batch columns"],
+) -> tuple[Int[Array, "batch columns"], Int[Array, " batch"]]:
+    """The edges each row's descent takes from the root, written into column `p + 1` of
+    `path` for the `p`-th edge, and their number.
 
     An edge is written as its flat index `(b * capacity + node) * num_actions + action` into
     the per-action arrays, from which its node's row is `edge // num_actions`. A row stops
     at an edge without a node (to expand), at a terminal node, at an illegal choice (a node
     with no legal action) or after `max_depth` edges. With `root_action` the first edge is
-    given rather than selected.
+    given rather than selected. Columns past a row's edges hold -1 up to the deepest
+    level of the batch and, beyond it, whatever they held (`path` is one buffer for the
+    whole search, so that no simulation fills a new one).
     """
     batch_size, capacity, num_actions = tree.children.shape
     node_stats = _flat(tree.node_stats)
@@ -134,7 +138,7 @@ def _descend(
     children = tree.children.reshape(-1)
     roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
 
-    def level(depth, cursor, path, action):
+    def level(depth, cursor, path, edges, action):
         # `cursor`: flat row of each row's current node, -1 once it has stopped. Every
         # array read here is at most 512 KB at the benchmark's sizes, so XLA:CPU gathers it
         # on one thread instead of paying a second thread's wake-up at every level.
@@ -153,27 +157,25 @@ def _descend(
         legal = jnp.take_along_axis(node.prior, action[:, None], axis=1)[:, 0] > -jnp.inf
         go = active & (node.stats[:, DISCOUNT] != 0) & legal  # discount 0: terminal
         edge = rows * num_actions + action
-        path = jax.lax.dynamic_update_slice_in_dim(
-            path, jnp.where(go, edge, -1)[:, None], depth, axis=1
-        )
+        path = jax.lax.dynamic_update_slice_in_dim(path, edge[:, None], depth + 1, axis=1)
         child = _take(children, edge)
-        return jnp.where(go & (child != UNVISITED), roots + child, -1), path
+        cursor = jnp.where(go & (child != UNVISITED), roots + child, -1)
+        return cursor, path, edges + go.astype(jnp.int32)
 
     def cond(carry):
-        depth, cursor, _ = carry
+        depth, cursor = carry[:2]
         return (depth < max_depth) & jnp.any(cursor >= 0)
 
     def body(carry):
-        depth, cursor, path = carry
-        cursor, path = level(depth, cursor, path, None)
-        return depth + 1, cursor, path
+        depth, cursor, path, edges = carry
+        return depth + 1, *level(depth, cursor, path, edges, None)
 
-    path = jnp.full((batch_size, max_depth + 1), -1, jnp.int32)
-    depth, cursor = 0, roots
+    depth, cursor, edges = 0, roots, jnp.zeros((batch_size,), jnp.int32)
     if root_action is not None:
-        cursor, path = level(0, cursor, path, root_action)
+        cursor, path, edges = level(0, cursor, path, edges, root_action)
         depth = 1
-    return jax.lax.while_loop(cond, body, (jnp.int32(depth), cursor, path))[2]
+    _, _, path, edges = jax.lax.while_loop(cond, body, (jnp.int32(depth), cursor, path, edges))
+    return path, edges
 
 
 def _put_rows(x: Array, slot: Int[Array, " batch"], value: Array) -> Array:
@@ -240,16 +242,32 @@ def _store_node(
 _BACKUP_CHUNK = 8
 
 
+def _path_buffer(batch_size: int, max_depth: int) -> Int[Array, "batch columns"]:
+    """The path of one simulation, one buffer for a whole search: column `p + 1` holds the
+    edge out of the `p`-th node (positions `0..max_depth`, the last for the leaf), column 0
+    the edge into the root (none), and enough columns after them for whole backup chunks
+    plus the position under the last one."""
+    positions = max_depth + 1
+    chunk = min(_BACKUP_CHUNK, positions)
+    return jnp.full((batch_size, -(-positions // chunk) * chunk + 2), -1, jnp.int32)
+
+
+def _backup_chunk(columns: int) -> int:
+    """The backup chunk of a `_path_buffer` with `columns` columns."""
+    return min(_BACKUP_CHUNK, columns - 2)
+
+
 def _backup(
     tree: Tree,
-    path: Int[Array, "batch path_length"],
+    path: Int[Array, "batch columns"],
     end: Int[Array, " batch"],
     leaf_value: Float[Array, " batch"],
 ) -> Tree:
     """Add one visit and one return to the node of every position `0..end` of `path`.
 
-    Position `p` holds the edge out of the `p`-th node, so that node's row is
-    `path[p] // num_actions` and the edge into it is `path[p - 1]`. The returns are
+    `path` is a `_path_buffer`: column `p + 1` holds position `p`, the edge out of the
+    `p`-th node, so that node's row is `path[:, p + 1] // num_actions` and the edge into it
+    is `path[:, p]`; what columns past a row's `end` hold does not matter. The returns are
     computed from the leaf up, `G_p = reward_{p+1} + discount_{p+1} * G_{p+1}` (the same
     order of operations as mctx). A `while_loop` walks the path upwards `_BACKUP_CHUNK`
     positions at a time, starting at the chunk of the deepest leaf in the batch, so the work
@@ -259,19 +277,7 @@ def _backup(
     arrays it writes, so XLA updates them in place.
     """
     batch_size, capacity, num_actions = tree.children.shape
-    path_length = path.shape[1]
-    chunk = min(_BACKUP_CHUNK, path_length)
-    num_chunks = -(-path_length // chunk)
-    # Column p + 1 holds position p: one column above the root (the edge into it) and
-    # enough below for whole chunks plus the position under the last one.
-    padded = jnp.concatenate(
-        [
-            jnp.full((batch_size, 1), -1, jnp.int32),
-            path,
-            jnp.full((batch_size, num_chunks * chunk + 1 - path_length), -1, jnp.int32),
-        ],
-        axis=1,
-    )
+    chunk = _backup_chunk(path.shape[1])
     offsets = jnp.arange(chunk, dtype=jnp.int32)[None, :]
     no_row = batch_size * capacity
     no_edge = no_row * num_actions
@@ -281,7 +287,7 @@ def _backup(
         j, future, node_stats, edge_visits, edge_q = carry
         start = j * chunk
         # Columns: the edge into position `start`, then positions start .. start + chunk.
-        window = jax.lax.dynamic_slice_in_dim(padded, start, chunk + 2, axis=1)
+        window = jax.lax.dynamic_slice_in_dim(path, start, chunk + 2, axis=1)
         # Truncating division: cheaper than `//` and the same on non-negative numbers.
         rows = jax.lax.div(jnp.maximum(window[:, 1:], 0), num_actions)
         stats = _take(node_stats, rows)
@@ -419,13 +425,12 @@ def _run(
     actions = jnp.arange(num_actions, dtype=jnp.int32)[None, :]
 
     def simulation(index, carry):
-        tree, search_visits, (staging, leaf_staging) = carry
+        tree, search_visits, path, (staging, leaf_staging) = carry
         tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
         root_action = None if root_select is None else root_select(tree, search_visits, tree_range)
-        path = _descend(tree, interior_select, tree_range, max_depth, root_action)
-        num_edges = jnp.sum((path >= 0).astype(jnp.int32), axis=1)
+        path, num_edges = _descend(tree, interior_select, tree_range, max_depth, root_action, path)
         has_edge = num_edges > 0
-        last_edge = jnp.maximum(path[batch, jnp.maximum(num_edges - 1, 0)], 0)
+        last_edge = jnp.maximum(path[batch, num_edges], 0)  # column num_edges: the last edge
         parent = jnp.where(has_edge, jax.lax.div(last_edge, num_actions) - roots, ROOT_INDEX)
         action = jax.lax.rem(last_edge, num_actions)
         child = jnp.where(has_edge, _take(tree.children.reshape(-1), last_edge), UNVISITED)
@@ -468,7 +473,7 @@ def _run(
         # its own network value (zero when terminal).
         leaf = jnp.where(store, slot, jnp.where(expand, parent, jnp.maximum(child, 0)))
         leaf = jnp.where(has_edge, leaf, ROOT_INDEX)
-        path = path.at[batch, num_edges].set((roots + leaf) * num_actions)
+        path = path.at[batch, num_edges + 1].set((roots + leaf) * num_actions)
         leaf_value = jnp.where(
             store,
             step.evaluation.value,
@@ -484,15 +489,16 @@ def _run(
             moved = tree.node_stats[:, ROOT_INDEX, DISCOUNT] != 0
             root_hot = actions == root_action[:, None]
             search_visits = search_visits + (root_hot & moved[:, None]).astype(jnp.int32)
-        return tree, search_visits, (staging, leaf_staging)
+        return tree, search_visits, path, (staging, leaf_staging)
 
     search_visits = jnp.zeros((batch_size, num_actions), jnp.int32)
     # One spare row, so that the updates above never cover a whole buffer (XLA would then
     # drop the buffer and fuse the update into its readers).
     staging = jnp.zeros((batch_size + 1,) + tree.state_words.shape[2:], jnp.uint32)
     leaf_staging = unpack_state(tree.state_layout, staging)
-    carry = (tree, search_visits, (staging, leaf_staging))
-    tree, search_visits, _ = jax.lax.fori_loop(0, search.num_simulations, simulation, carry)
+    path = _path_buffer(batch_size, max_depth)
+    carry = (tree, search_visits, path, (staging, leaf_staging))
+    tree, search_visits, *_ = jax.lax.fori_loop(0, search.num_simulations, simulation, carry)
     return tree, search_visits
 
 
