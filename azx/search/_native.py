@@ -239,7 +239,7 @@ def _store_node(
 
 
 #: Path positions the backup handles per iteration of its loop.
-_BACKUP_CHUNK = 8
+_BACKUP_CHUNK = 4
 
 
 def _path_buffer(batch_size: int, max_depth: int) -> Int[Array, "batch columns"]:
