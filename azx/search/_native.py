@@ -126,9 +126,9 @@ def _descend(
     the per-action arrays, from which its node's row is `edge // num_actions`. A row stops
     at an edge without a node (to expand), at a terminal node, at an illegal choice (a node
     with no legal action) or after `max_depth` edges. With `root_action` the first edge is
-    given rather than selected. Columns past a row's edges hold -1 up to the deepest
-    level of the batch and, beyond it, whatever they held (`path` is one buffer for the
-    whole search, so that no simulation fills a new one).
+    given rather than selected. Only a row's first `edges` columns after column 0 mean
+    anything; the others hold whatever was written there last (`path` is one buffer for
+    the whole search, so that no simulation fills a new one).
     """
     batch_size, capacity, num_actions = tree.children.shape
     node_stats = _flat(tree.node_stats)
