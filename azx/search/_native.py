@@ -247,14 +247,8 @@ def _path_buffer(batch_size: int, max_depth: int) -> Int[Array, "batch columns"]
     edge out of the `p`-th node (positions `0..max_depth`, the last for the leaf), column 0
     the edge into the root (none), and enough columns after them for whole backup chunks
     plus the position under the last one."""
-    positions = max_depth + 1
-    chunk = min(_BACKUP_CHUNK, positions)
-    return jnp.full((batch_size, -(-positions // chunk) * chunk + 2), -1, jnp.int32)
-
-
-def _backup_chunk(columns: int) -> int:
-    """The backup chunk of a `_path_buffer` with `columns` columns."""
-    return min(_BACKUP_CHUNK, columns - 2)
+    chunks = -(-(max_depth + 1) // _BACKUP_CHUNK)
+    return jnp.full((batch_size, chunks * _BACKUP_CHUNK + 2), -1, jnp.int32)
 
 
 def _backup(
@@ -277,7 +271,7 @@ def _backup(
     arrays it writes, so XLA updates them in place.
     """
     batch_size, capacity, num_actions = tree.children.shape
-    chunk = _backup_chunk(path.shape[1])
+    chunk = _BACKUP_CHUNK
     offsets = jnp.arange(chunk, dtype=jnp.int32)[None, :]
     no_row = batch_size * capacity
     no_edge = no_row * num_actions
