@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from test_search_common import mlp, random_positions
+from test_search_common import RewardChain, mlp, random_positions
 
 import azx
 from azx.search import (
@@ -191,3 +191,58 @@ def test_storing_only_what_a_step_reads_changes_nothing(game, monkeypatch):
         np.testing.assert_array_equal(getattr(pruned, name), getattr(full, name))
     np.testing.assert_array_equal(pruned.tree.node_stats, full.tree.node_stats)
     np.testing.assert_array_equal(pruned.tree.children, full.tree.children)
+
+
+BACKUP_CASES = {
+    **{name: (search, ENV) for name, search in SEARCHES.items()},
+    "puct-chain-discount": (PUCT(SIMULATIONS, gamma=0.9, q_normalisation="tree"), RewardChain()),
+    "gumbel-chain-discount": (Gumbel(SIMULATIONS, gamma=0.9, reuse_tree=True), RewardChain()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKUP_CASES))
+def test_row_and_lockstep_backups_agree_bit_for_bit(name, monkeypatch):
+    """On CPU the backup runs one batch row at a time (`_backup_rows`); elsewhere all rows
+    move in lockstep (`_backup_lockstep`). Over two moves (so that reused statistics are
+    backed up into as well), both must leave the same trees."""
+    search, env = BACKUP_CASES[name]
+    net = NET if env is ENV else mlp(env, seed=2)
+    states = random_positions(env, jax.random.key(3), BATCH, max_moves=8)
+
+    def two_moves():  # a new function each time, so that each call traces afresh
+        @eqx.filter_jit
+        def run(states):
+            tree = search.init(env, BATCH)
+            for move in range(2):
+                output = search(net, env, tree, states, key=jax.random.key(move))
+                keys = jax.random.split(jax.random.key(9), BATCH)
+                states = jax.vmap(env.step)(states, output.action, keys)
+                tree = search.advance(output.tree, output.action, jax.vmap(env.terminated)(states))
+            return output
+
+        return run(states)
+
+    rows = two_moves()
+    monkeypatch.setattr(azx.search._native, "_backup", azx.search._native._backup_lockstep)
+    lockstep = two_moves()
+    for a, b in zip(jax.tree.leaves(rows), jax.tree.leaves(lockstep), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_cpu_backup_compiles_to_one_kernel():
+    """`_backup_rows` is fast on XLA:CPU only because XLA compiles its loops, which touch a
+    few elements per iteration, into one function (a "small call"); run as a loop of
+    separate kernels it would be a hundred times slower. Checks the compiled code."""
+    search = PUCT(SIMULATIONS)
+    states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=4)
+    tree = eqx.filter_jit(search)(
+        NET, ENV, search.init(ENV, BATCH), states, key=jax.random.key(0)
+    ).tree
+    path = azx.search._native._path_buffer(BATCH, SIMULATIONS)
+    end = jnp.zeros((BATCH,), jnp.int32)
+    backup = jax.jit(azx.search._native._backup_rows)
+    text = backup.lower(tree, path, end, jnp.ones(BATCH)).compile().as_text()
+    entry = text[text.index("ENTRY") :]
+    entry = entry[: entry.index("\n}")]
+    assert 'xla_cpu_small_call="true"' in entry
+    assert " while(" not in entry

@@ -6,8 +6,9 @@ One simulation, for the whole batch at once:
    row's current node and the path of edges taken so far, never the tree;
 2. expand: one batched environment step and network call from the leaf's parent, written
    into the next free slot;
-3. back up: the returns along the path are computed from the leaf upwards and written, a
-   few path positions per iteration, with one scatter per array.
+3. back up: the returns along the path are computed from the leaf upwards and written; on
+   CPU one row and one position at a time in a loop that XLA compiles into one kernel,
+   elsewhere a few positions per iteration for all rows, with one scatter per array.
 """
 
 from collections.abc import Callable
@@ -263,7 +264,89 @@ def _backup(
     `p`-th node, so that node's row is `path[:, p + 1] // num_actions` and the edge into it
     is `path[:, p]`; what columns past a row's `end` hold does not matter. The returns are
     computed from the leaf up, `G_p = reward_{p+1} + discount_{p+1} * G_{p+1}` (the same
-    order of operations as mctx). A `while_loop` walks the path upwards `_BACKUP_CHUNK`
+    order of operations as mctx), and each node's mean value and visit count are updated,
+    and the visits and Q of the edge into it in its parent's row.
+
+    Two implementations give the same arrays bit for bit: on CPU `_backup_rows`, elsewhere
+    `_backup_lockstep`.
+    """
+    return jax.lax.platform_dependent(
+        tree, path, end, leaf_value, cpu=_backup_rows, default=_backup_lockstep
+    )
+
+
+def _backup_rows(
+    tree: Tree,
+    path: Int[Array, "batch columns"],
+    end: Int[Array, " batch"],
+    leaf_value: Float[Array, " batch"],
+) -> Tree:
+    """`_backup` one batch row at a time, one path position at a time, in scalars.
+
+    Every access is a `dynamic_slice` or an in-place `dynamic_update_slice` of a few
+    elements, so each iteration of these loops touches less than XLA:CPU's threshold for a
+    small loop (1 KB), and XLA compiles the two nested loops into one function
+    (`SmallWhileLoopHoistingPass`): a single kernel for the whole backup, whose cost follows
+    each row's own path length rather than the deepest path in the batch. The arrays are
+    written in place because every read of `node_stats` but the one that updates a row
+    comes after that update.
+    """
+    batch_size, capacity, num_actions = tree.children.shape
+
+    def update(node_stats, row, future):
+        # One visit and one return more for the node in `row`.
+        old = jax.lax.dynamic_slice(node_stats, (row, 0), (1, 2))[0]
+        count = old[VISITS]
+        new_count = count + 1.0
+        new_mean = (old[VALUE] * count + future) / new_count
+        return jax.lax.dynamic_update_slice(
+            node_stats, jnp.stack([new_mean, new_count])[None], (row, 0)
+        )
+
+    def one_row(b, arrays):
+        def position(carry):
+            p, future, node_stats, edge_visits, edge_q = carry
+            into, out = jax.lax.dynamic_slice(path, (b, p), (1, 2))[0]
+            row = jax.lax.div(out, num_actions)
+            node_stats = update(node_stats, row, future)
+            stats = jax.lax.dynamic_slice(node_stats, (row, 0), (1, NUM_NODE_STATS))[0]
+            edge_visits = jax.lax.dynamic_update_slice(edge_visits, stats[VISITS, None], (into,))
+            q = stats[REWARD] + stats[DISCOUNT] * stats[VALUE]
+            edge_q = jax.lax.dynamic_update_slice(edge_q, q[None], (into,))
+            future = stats[REWARD] + stats[DISCOUNT] * future
+            return p - 1, future, node_stats, edge_visits, edge_q
+
+        # Positions end .. 1 write their edge too; the root (position 0) has none.
+        carry = (end[b], leaf_value[b], *arrays)
+        _, future, node_stats, edge_visits, edge_q = jax.lax.while_loop(
+            lambda c: c[0] >= 1, position, carry
+        )
+        return update(node_stats, b * capacity + ROOT_INDEX, future), edge_visits, edge_q
+
+    arrays = (_flat(tree.node_stats), tree.edge_visits.reshape(-1), tree.edge_q.reshape(-1))
+    node_stats, edge_visits, edge_q = jax.lax.fori_loop(0, batch_size, one_row, arrays)
+    return _with_statistics(tree, node_stats, edge_visits, edge_q)
+
+
+def _with_statistics(tree: Tree, node_stats, edge_visits, edge_q) -> Tree:
+    return eqx.tree_at(
+        lambda t: (t.node_stats, t.edge_visits, t.edge_q),
+        tree,
+        (
+            node_stats.reshape(tree.node_stats.shape),
+            edge_visits.reshape(tree.edge_visits.shape),
+            edge_q.reshape(tree.edge_q.shape),
+        ),
+    )
+
+
+def _backup_lockstep(
+    tree: Tree,
+    path: Int[Array, "batch columns"],
+    end: Int[Array, " batch"],
+    leaf_value: Float[Array, " batch"],
+) -> Tree:
+    """`_backup` for all rows in lockstep. A `while_loop` walks the path upwards `_BACKUP_CHUNK`
     positions at a time, starting at the chunk of the deepest leaf in the batch, so the work
     follows the real depth rather than `max_depth`; each iteration gathers its positions'
     rows of `node_stats` once and writes the new mean value and visit count, and the edge's
@@ -317,15 +400,7 @@ def _backup(
         tree.edge_q.reshape(-1),
     )
     _, _, node_stats, edge_visits, edge_q = jax.lax.while_loop(lambda c: c[0] >= 0, body, carry)
-    return eqx.tree_at(
-        lambda t: (t.node_stats, t.edge_visits, t.edge_q),
-        tree,
-        (
-            node_stats.reshape(tree.node_stats.shape),
-            edge_visits.reshape(tree.edge_visits.shape),
-            edge_q.reshape(tree.edge_q.shape),
-        ),
-    )
+    return _with_statistics(tree, node_stats, edge_visits, edge_q)
 
 
 def _start(
