@@ -201,10 +201,11 @@ BACKUP_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(BACKUP_CASES))
-def test_row_and_lockstep_backups_agree_bit_for_bit(name, monkeypatch):
-    """On CPU the backup runs one batch row at a time (`_backup_rows`); elsewhere all rows
-    move in lockstep (`_backup_lockstep`). Over two moves (so that reused statistics are
-    backed up into as well), both must leave the same trees."""
+def test_row_and_lockstep_code_agree_bit_for_bit(name, monkeypatch):
+    """On CPU the backup runs one batch row at a time (`_backup_rows`) and PUCT's descent
+    finishes its last rows one at a time (`_finish_by_row`); elsewhere all rows move in
+    lockstep. Over two moves (so that reused statistics are backed up into as well), both
+    must leave the same trees."""
     search, env = BACKUP_CASES[name]
     net = NET if env is ENV else mlp(env, seed=2)
     states = random_positions(env, jax.random.key(3), BATCH, max_moves=8)
@@ -224,25 +225,41 @@ def test_row_and_lockstep_backups_agree_bit_for_bit(name, monkeypatch):
 
     rows = two_moves()
     monkeypatch.setattr(azx.search._native, "_backup", azx.search._native._backup_lockstep)
+    monkeypatch.setattr(PUCT, "_row_finish", False)
     lockstep = two_moves()
     for a, b in zip(jax.tree.leaves(rows), jax.tree.leaves(lockstep), strict=True):
         np.testing.assert_array_equal(a, b)
 
 
-def test_cpu_backup_compiles_to_one_kernel():
-    """`_backup_rows` is fast on XLA:CPU only because XLA compiles its loops, which touch a
-    few elements per iteration, into one function (a "small call"); run as a loop of
-    separate kernels it would be a hundred times slower. Checks the compiled code."""
-    search = PUCT(SIMULATIONS)
+def _entry(compiled_text: str) -> str:
+    entry = compiled_text[compiled_text.index("ENTRY") :]
+    return entry[: entry.index("\n}")]
+
+
+@pytest.mark.parametrize("q_normalisation", ["siblings", "tree"])
+def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
+    """`_backup_rows` and PUCT's `_finish_by_row` are fast on XLA:CPU only because XLA
+    compiles their loops, which touch a few elements per iteration, into one function (a
+    "small call"); run as loops of separate kernels they would be a hundred times slower.
+    Checks the compiled code of each."""
+    native = azx.search._native
+    search = PUCT(SIMULATIONS, q_normalisation=q_normalisation)
     states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=4)
-    tree = eqx.filter_jit(search)(
-        NET, ENV, search.init(ENV, BATCH), states, key=jax.random.key(0)
-    ).tree
-    path = azx.search._native._path_buffer(BATCH, SIMULATIONS)
-    end = jnp.zeros((BATCH,), jnp.int32)
-    backup = jax.jit(azx.search._native._backup_rows)
-    text = backup.lower(tree, path, end, jnp.ones(BATCH)).compile().as_text()
-    entry = text[text.index("ENTRY") :]
-    entry = entry[: entry.index("\n}")]
-    assert 'xla_cpu_small_call="true"' in entry
-    assert " while(" not in entry
+    tree = eqx.filter_jit(search)(NET, ENV, search.init(ENV, BATCH), states, key=jax.random.key(0))
+    tree = tree.tree
+    path = native._path_buffer(BATCH, SIMULATIONS)
+    rows = jnp.zeros((BATCH,), jnp.int32)
+    tree_range = native._tree_q_range(tree) if q_normalisation == "tree" else None
+
+    def finish(tree, path, rows):
+        return native._finish_by_row(
+            tree, search._select, tree_range, SIMULATIONS, jnp.int32(0), rows, path, rows
+        )
+
+    for fn, args in [
+        (native._backup_rows, (tree, path, rows, jnp.ones(BATCH))),
+        (finish, (tree, path, rows * SIMULATIONS + 1)),
+    ]:
+        entry = _entry(jax.jit(fn).lower(*args).compile().as_text())
+        assert 'xla_cpu_small_call="true"' in entry
+        assert " while(" not in entry

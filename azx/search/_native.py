@@ -11,8 +11,9 @@ One simulation, for the whole batch at once:
    elsewhere a few positions per iteration for all rows, with one scatter per array.
 """
 
+import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -112,6 +113,11 @@ def _masked_argmax(
     return jnp.argmax(jnp.where(legal_action_mask, score, -jnp.inf), axis=-1).astype(jnp.int32)
 
 
+#: On CPU, PUCT's lockstep descent stops once at most `batch_size // _ROW_FINISH` rows are
+#: still descending; they finish one at a time (`_finish_by_row`).
+_ROW_FINISH = 4
+
+
 def _descend(
     tree: Tree,
     select: Callable[[_Node], Int[Array, " batch"]],
@@ -119,6 +125,7 @@ def _descend(
     max_depth: int,
     root_action: Int[Array, " batch"] | None,
     path: Int[Array, "batch columns"],
+    finish_by_row: bool = False,
 ) -> tuple[Int[Array, "batch columns"], Int[Array, " batch"]]:
     """The edges each row's descent takes from the root, written into column `p + 1` of
     `path` for the `p`-th edge, and their number.
@@ -130,13 +137,14 @@ def _descend(
     given rather than selected. Only a row's first `edges` columns after column 0 mean
     anything; the others hold whatever was written there last (`path` is one buffer for
     the whole search, so that no simulation fills a new one).
+
+    All rows descend in lockstep, one level per iteration of a `while_loop`, which costs
+    the same per level however few rows are still descending. With `finish_by_row` the
+    loop stops once at most a quarter of the rows are left, and those finish one at a time
+    (`_finish_by_row`), which costs in proportion to their own remaining depth.
     """
     batch_size, capacity, num_actions = tree.children.shape
-    node_stats = _flat(tree.node_stats)
-    edge_visits = _flat(tree.edge_visits)
-    edge_q = _flat(tree.edge_q)
-    prior = _flat(tree.selection_prior)
-    children = tree.children.reshape(-1)
+    arrays = _selection_arrays(tree)
     roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
 
     def level(depth, cursor, path, edges, action):
@@ -145,27 +153,19 @@ def _descend(
         # on one thread instead of paying a second thread's wake-up at every level.
         active = cursor >= 0
         rows = jnp.maximum(cursor, 0)
-        node = _Node(
-            stats=_take(node_stats, rows),
-            visits=_take(edge_visits, rows),
-            q=_take(edge_q, rows),
-            prior=_take(prior, rows),
-            tree_low=None if tree_range is None else tree_range[0],
-            tree_high=None if tree_range is None else tree_range[1],
-        )
-        if action is None:
-            action = select(node)
-        legal = jnp.take_along_axis(node.prior, action[:, None], axis=1)[:, 0] > -jnp.inf
-        go = active & (node.stats[:, DISCOUNT] != 0) & legal  # discount 0: terminal
-        edge = rows * num_actions + action
+        edge, go, child = _step(arrays, rows, lambda x: _take(x, rows), select, tree_range, action)
         path = jax.lax.dynamic_update_slice_in_dim(path, edge[:, None], depth + 1, axis=1)
-        child = _take(children, edge)
+        go = active & go
         cursor = jnp.where(go & (child != UNVISITED), roots + child, -1)
         return cursor, path, edges + go.astype(jnp.int32)
 
     def cond(carry):
         depth, cursor = carry[:2]
-        return (depth < max_depth) & jnp.any(cursor >= 0)
+        if finish_by_row:
+            more = jnp.sum((cursor >= 0).astype(jnp.int32)) > batch_size // _ROW_FINISH
+        else:
+            more = jnp.any(cursor >= 0)
+        return (depth < max_depth) & more
 
     def body(carry):
         depth, cursor, path, edges = carry
@@ -175,8 +175,88 @@ def _descend(
     if root_action is not None:
         cursor, path, edges = level(0, cursor, path, edges, root_action)
         depth = 1
-    _, _, path, edges = jax.lax.while_loop(cond, body, (jnp.int32(depth), cursor, path, edges))
+    carry = (jnp.int32(depth), cursor, path, edges)
+    depth, cursor, path, edges = jax.lax.while_loop(cond, body, carry)
+    if finish_by_row:
+        return _finish_by_row(tree, select, tree_range, max_depth, depth, cursor, path, edges)
     return path, edges
+
+
+def _selection_arrays(tree: Tree) -> tuple[Array, ...]:
+    """What selection reads, flattened to one row per node (`children`: one entry per
+    edge)."""
+    return (
+        _flat(tree.node_stats),
+        _flat(tree.edge_visits),
+        _flat(tree.edge_q),
+        _flat(tree.selection_prior),
+        tree.children.reshape(-1),
+    )
+
+
+def _step(arrays, rows, read, select, tree_range, action):
+    """One level of the descent from the nodes in flat rows `rows`, whose rows of each array
+    `read` fetches: the edge taken (its flat index), whether the descent goes through it,
+    and its child."""
+    node_stats, edge_visits, edge_q, prior, children = arrays
+    node = _Node(
+        stats=read(node_stats),
+        visits=read(edge_visits),
+        q=read(edge_q),
+        prior=read(prior),
+        tree_low=None if tree_range is None else tree_range[0],
+        tree_high=None if tree_range is None else tree_range[1],
+    )
+    if action is None:
+        action = select(node)
+    legal = jnp.take_along_axis(node.prior, action[:, None], axis=1)[:, 0] > -jnp.inf
+    go = (node.stats[:, DISCOUNT] != 0) & legal  # discount 0: terminal
+    edge = rows * prior.shape[1] + action
+    return edge, go, _take(children, edge)
+
+
+def _finish_by_row(
+    tree: Tree,
+    select: Callable[[_Node], Int[Array, " batch"]],
+    tree_range,
+    max_depth: int,
+    depth: Int[Array, ""],
+    cursor: Int[Array, " batch"],
+    path: Int[Array, "batch columns"],
+    edges: Int[Array, " batch"],
+) -> tuple[Int[Array, "batch columns"], Int[Array, " batch"]]:
+    """Go on with the descent of every row still descending (`cursor >= 0`) from level
+    `depth`, one row at a time, `select` seeing a batch of one.
+
+    Every access is a slice of one row or one element, so, as for `_backup_rows`, XLA:CPU
+    compiles the loops into one function, whose cost follows the rows' own depths."""
+    batch_size, capacity, _ = tree.children.shape
+    arrays = _selection_arrays(tree)
+
+    def one_row(b, carry):
+        path, edges = carry
+
+        def level(carry):
+            depth, cursor, path, count = carry
+            row_range = None
+            if tree_range is not None:
+                row_range = tuple(jax.lax.dynamic_slice_in_dim(x, b, 1) for x in tree_range)
+
+            def read(x):
+                return jax.lax.dynamic_slice_in_dim(x, cursor, 1)
+
+            edge, go, child = _step(arrays, cursor[None], read, select, row_range, None)
+            path = jax.lax.dynamic_update_slice(path, edge[:, None], (b, depth + 1))
+            cursor = jnp.where(go[0] & (child[0] != UNVISITED), b * capacity + child[0], -1)
+            return depth + 1, cursor, path, count + go[0].astype(jnp.int32)
+
+        carry = (depth, cursor[b], path, edges[b])
+        _, _, path, count = jax.lax.while_loop(
+            lambda c: (c[0] < max_depth) & (c[1] >= 0), level, carry
+        )
+        return path, jax.lax.dynamic_update_slice(edges, count[None], (b,))
+
+    return jax.lax.fori_loop(0, batch_size, one_row, (path, edges))
 
 
 def _put_rows(x: Array, slot: Int[Array, " batch"], value: Array) -> Array:
@@ -497,7 +577,12 @@ def _run(
         tree, search_visits, path, (staging, leaf_staging) = carry
         tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
         root_action = None if root_select is None else root_select(tree, search_visits, tree_range)
-        path, num_edges = _descend(tree, interior_select, tree_range, max_depth, root_action, path)
+        descend = functools.partial(
+            _descend, tree, interior_select, tree_range, max_depth, root_action, path
+        )
+        path, num_edges = jax.lax.platform_dependent(
+            cpu=lambda: descend(search._row_finish), default=lambda: descend(False)
+        )
         has_edge = num_edges > 0
         last_edge = jnp.maximum(path[batch, num_edges], 0)  # column num_edges: the last edge
         parent = jnp.where(has_edge, jax.lax.div(last_edge, num_actions) - roots, ROOT_INDEX)
@@ -597,6 +682,9 @@ def _default_capacity(num_simulations: int, capacity: int | None, reuse_tree: bo
 
 class PUCT(AbstractSearch):
     """AlphaZero search: PUCT selection, Dirichlet noise at the root, visit-count targets."""
+
+    # On CPU the last rows of each descent go on one at a time (`_finish_by_row`).
+    _row_finish: ClassVar[bool] = True
 
     num_simulations: int = eqx.field(static=True)
     max_depth: int | None = eqx.field(static=True)
@@ -751,6 +839,10 @@ class Gumbel(AbstractSearch):
     """Gumbel MuZero search (Danihelka et al., 2022): Gumbel-top-k and sequential halving at
     the root, deterministic improved-policy selection below it, and policy targets
     `softmax(logits + sigma(completed_q))`."""
+
+    # Not `_finish_by_row`: its loop over this selection rule reads more than XLA:CPU's
+    # limit for compiling a loop into one function, and its trees are shallow anyway.
+    _row_finish: ClassVar[bool] = False
 
     num_simulations: int = eqx.field(static=True)
     max_depth: int | None = eqx.field(static=True)
