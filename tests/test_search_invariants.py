@@ -241,7 +241,8 @@ def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
     """`_backup_rows` and PUCT's `_finish_by_row` are fast on XLA:CPU only because XLA
     compiles their loops, which touch a few elements per iteration, into one function (a
     "small call"); run as loops of separate kernels they would be a hundred times slower.
-    Checks the compiled code of each."""
+    Checks the compiled code of each, the descent's for connect four and for the most
+    actions it is used with."""
     native = azx.search._native
     search = PUCT(SIMULATIONS, q_normalisation=q_normalisation)
     states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=4)
@@ -256,9 +257,17 @@ def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
             tree, search._select, tree_range, SIMULATIONS, jnp.int32(0), rows, path, rows
         )
 
+    # The per-action arrays of a game with the most actions `_finish_by_row` is used for.
+    shape = tree.children.shape[:2] + (native._ROW_LOOPS_MAX_ACTIONS,)
+    widest = eqx.tree_at(
+        lambda t: (t.children, t.edge_visits, t.edge_q, t.selection_prior),
+        tree,
+        (jnp.zeros(shape, jnp.int32), jnp.zeros(shape), jnp.zeros(shape), jnp.zeros(shape)),
+    )
     for fn, args in [
         (native._backup_rows, (tree, path, rows, jnp.ones(BATCH))),
-        (finish, (tree, path, rows * SIMULATIONS + 1)),
+        (finish, (tree, path, rows + 1)),
+        (finish, (widest, path, rows + 1)),
     ]:
         entry = _entry(jax.jit(fn).lower(*args).compile().as_text())
         assert 'xla_cpu_small_call="true"' in entry

@@ -7,8 +7,9 @@ One simulation, for the whole batch at once:
 2. expand: one batched environment step and network call from the leaf's parent, written
    into the next free slot;
 3. back up: the returns along the path are computed from the leaf upwards and written; on
-   CPU one row and one position at a time in a loop that XLA compiles into one kernel,
-   elsewhere a few positions per iteration for all rows, with one scatter per array.
+   CPU (games with few actions) one row and one position at a time in a loop that XLA
+   compiles into one kernel, elsewhere a few positions per iteration for all rows, with
+   one scatter per array.
 """
 
 import functools
@@ -116,6 +117,12 @@ def _masked_argmax(
 #: On CPU, PUCT's lockstep descent stops once at most `batch_size // _ROW_FINISH` rows are
 #: still descending; they finish one at a time (`_finish_by_row`).
 _ROW_FINISH = 4
+#: The row loops (`_finish_by_row`, `_backup_rows`) are used on CPU in games with at most
+#: this many actions. With more, an iteration of `_finish_by_row` reads more than XLA:CPU
+#: compiles into one function (1 KB), and as a loop of kernels it would be far slower than
+#: lockstep (a test pins that this many still compile into one); and `_backup_rows`,
+#: though faster alone, made whole searches slower in go_9x9 (82 actions), by 2-5%.
+_ROW_LOOPS_MAX_ACTIONS = 12
 
 
 def _descend(
@@ -347,11 +354,17 @@ def _backup(
     order of operations as mctx), and each node's mean value and visit count are updated,
     and the visits and Q of the edge into it in its parent's row.
 
-    Two implementations give the same arrays bit for bit: on CPU `_backup_rows`, elsewhere
-    `_backup_lockstep`.
+    Two implementations give the same arrays bit for bit: on CPU `_backup_rows` (in games
+    with at most `_ROW_LOOPS_MAX_ACTIONS` actions), elsewhere `_backup_lockstep`.
     """
+    rows = tree.children.shape[2] <= _ROW_LOOPS_MAX_ACTIONS
     return jax.lax.platform_dependent(
-        tree, path, end, leaf_value, cpu=_backup_rows, default=_backup_lockstep
+        tree,
+        path,
+        end,
+        leaf_value,
+        cpu=_backup_rows if rows else _backup_lockstep,
+        default=_backup_lockstep,
     )
 
 
@@ -580,8 +593,9 @@ def _run(
         descend = functools.partial(
             _descend, tree, interior_select, tree_range, max_depth, root_action, path
         )
+        finish_by_row = search._row_finish and num_actions <= _ROW_LOOPS_MAX_ACTIONS
         path, num_edges = jax.lax.platform_dependent(
-            cpu=lambda: descend(search._row_finish), default=lambda: descend(False)
+            cpu=lambda: descend(finish_by_row), default=lambda: descend(False)
         )
         has_edge = num_edges > 0
         last_edge = jnp.maximum(path[batch, num_edges], 0)  # column num_edges: the last edge
