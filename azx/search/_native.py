@@ -125,6 +125,11 @@ _ROW_FINISH = 4
 _ROW_LOOPS_MAX_ACTIONS = 12
 
 
+def _row_loops(num_actions: int) -> bool:
+    """Whether the CPU code uses the row loops in a game with `num_actions` actions."""
+    return num_actions <= _ROW_LOOPS_MAX_ACTIONS
+
+
 def _descend(
     tree: Tree,
     select: Callable[[_Node], Int[Array, " batch"]],
@@ -242,12 +247,12 @@ def _finish_by_row(
 
     def one_row(b, carry):
         path, edges = carry
+        row_range = None
+        if tree_range is not None:
+            row_range = tuple(jax.lax.dynamic_slice_in_dim(x, b, 1) for x in tree_range)
 
         def level(carry):
             depth, cursor, path, count = carry
-            row_range = None
-            if tree_range is not None:
-                row_range = tuple(jax.lax.dynamic_slice_in_dim(x, b, 1) for x in tree_range)
 
             def read(x):
                 return jax.lax.dynamic_slice_in_dim(x, cursor, 1)
@@ -357,14 +362,9 @@ def _backup(
     Two implementations give the same arrays bit for bit: on CPU `_backup_rows` (in games
     with at most `_ROW_LOOPS_MAX_ACTIONS` actions), elsewhere `_backup_lockstep`.
     """
-    rows = tree.children.shape[2] <= _ROW_LOOPS_MAX_ACTIONS
+    cpu = _backup_rows if _row_loops(tree.children.shape[2]) else _backup_lockstep
     return jax.lax.platform_dependent(
-        tree,
-        path,
-        end,
-        leaf_value,
-        cpu=_backup_rows if rows else _backup_lockstep,
-        default=_backup_lockstep,
+        tree, path, end, leaf_value, cpu=cpu, default=_backup_lockstep
     )
 
 
@@ -586,6 +586,8 @@ def _run(
     roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
     actions = jnp.arange(num_actions, dtype=jnp.int32)[None, :]
 
+    finish_by_row = search._row_finish and _row_loops(num_actions)
+
     def simulation(index, carry):
         tree, search_visits, path, (staging, leaf_staging) = carry
         tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
@@ -593,7 +595,6 @@ def _run(
         descend = functools.partial(
             _descend, tree, interior_select, tree_range, max_depth, root_action, path
         )
-        finish_by_row = search._row_finish and num_actions <= _ROW_LOOPS_MAX_ACTIONS
         path, num_edges = jax.lax.platform_dependent(
             cpu=lambda: descend(finish_by_row), default=lambda: descend(False)
         )
