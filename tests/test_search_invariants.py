@@ -193,6 +193,40 @@ def test_storing_only_what_a_step_reads_changes_nothing(game, monkeypatch):
     np.testing.assert_array_equal(pruned.tree.children, full.tree.children)
 
 
+def test_packed_states_round_trip():
+    """Every kind of leaf survives packing into words, read back whole (`unpack_state`) or
+    row by row, one gather per leaf (`unpack_rows`, what the search uses)."""
+    from azx.search._tree import pack_state, state_layout, unpack_rows, unpack_state
+
+    keys = jax.random.split(jax.random.key(0), 6)
+    states = {
+        "flags": jax.random.bernoulli(keys[0], shape=(6, 3)),
+        "small": jax.random.randint(keys[1], (6, 5), -128, 128).astype(jnp.int8),
+        "half": jax.random.randint(keys[2], (6, 3), 0, 60000).astype(jnp.uint16),
+        "board": jax.random.randint(keys[3], (6, 2, 3), -5, 5),
+        "value": jax.random.normal(keys[4], (6,)),
+        "key": keys,
+    }
+    layout = state_layout(jax.tree.map(lambda x: x[0], states))
+    words = pack_state(layout, states)
+    rows = jnp.array([4, 0, 4, 5])
+
+    def same(a, b):
+        jax.tree.map(
+            lambda x, y: np.testing.assert_array_equal(
+                *(
+                    jax.random.key_data(v) if jnp.issubdtype(v.dtype, jax.dtypes.prng_key) else v
+                    for v in (x, y)
+                )
+            ),
+            a,
+            b,
+        )
+
+    same(unpack_state(layout, words), states)
+    same(unpack_rows(layout, words, rows), jax.tree.map(lambda x: x[rows], states))
+
+
 BACKUP_CASES = {
     **{name: (search, ENV) for name, search in SEARCHES.items()},
     "puct-chain-discount": (PUCT(SIMULATIONS, gamma=0.9, q_normalisation="tree"), RewardChain()),

@@ -97,13 +97,30 @@ def pack_state(layout: StateLayout, state: EnvState) -> UInt32[Array, "*rows wor
 
 def unpack_state(layout: StateLayout, words: UInt32[Array, "*rows words"]) -> EnvState:
     """The inverse of `pack_state`."""
-    rows = words.shape[:-1]
+    return _unpack(layout, words.shape[:-1], lambda start, stop: words[..., start:stop])
+
+
+def unpack_rows(
+    layout: StateLayout, words: UInt32[Array, "nodes words"], rows: Int[Array, "*rows"]
+) -> EnvState:
+    """`unpack_state(layout, words[rows])`, each leaf gathered from its own columns of
+    `words`. A leaf's gather can then be fused into whatever reads the leaf, where one
+    gather of whole rows shared by every leaf would be a kernel of its own."""
+
+    def read(start, stop):
+        return words[:, start:stop].at[rows].get(mode="promise_in_bounds")
+
+    return _unpack(layout, rows.shape, read)
+
+
+def _unpack(layout: StateLayout, rows: tuple[int, ...], read) -> EnvState:
+    # `read(start, stop)`: the words `start:stop` of every row, shaped `rows + (stop - start,)`.
     leaves, start = [], 0
     for leaf in layout.leaves:
         if leaf.words == 0:
             leaves.append(jnp.zeros(rows + leaf.shape, leaf.dtype))
             continue
-        x = words[..., start : start + leaf.words]
+        x = read(start, start + leaf.words)
         start += leaf.words
         if leaf.key_impl is not None:
             data = x.reshape(rows + leaf.shape + (-1,))
