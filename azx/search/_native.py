@@ -590,7 +590,7 @@ def _run(
     finish_by_row = search._row_finish and _row_loops(num_actions)
 
     def simulation(index, carry):
-        tree, search_visits, path, leaf_staging = carry
+        tree, search_visits, path, staging = carry
         tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
         root_action = None if root_select is None else root_select(tree, search_visits, tree_range)
         descend = functools.partial(
@@ -605,22 +605,8 @@ def _run(
         action = jax.lax.rem(last_edge, num_actions)
         child = jnp.where(has_edge, _take(tree.children.reshape(-1), last_edge), UNVISITED)
         expand = has_edge & (child == UNVISITED)
-        # The parent's state, each leaf gathered from its own words of the state array
-        # straight into a small buffer of its own (`unpack_rows`). The state array is far
-        # larger than 512 KB, so XLA:CPU would run a plain gather from it on two threads,
-        # and waking the second one costs more than the gather (much more when another
-        # process holds the other core); fused into an in-place `dynamic_update_slice`,
-        # each gather runs on one thread. Read straight from one gather of whole rows,
-        # each use of a leaf (the environment step, the legal mask under the new node's
-        # prior, ...) would instead be a kernel that reads all of those rows, which XLA
-        # counts as heavy enough to split across threads. (Gathering whole rows into one
-        # buffer first and unpacking them from there: PUCT 1.0 ms, Gumbel 0.7 ms slower.)
-        leaf_staging = jax.tree.map(
-            lambda buffer, x: jax.lax.dynamic_update_slice_in_dim(buffer, x, 0, axis=0),
-            leaf_staging,
-            unpack_rows(tree.state_layout, _flat(tree.state_words), roots + parent),
-        )
-        parent_state = jax.tree.map(lambda buffer: buffer[:batch_size], leaf_staging)
+        staging = _parent_state(tree, roots + parent, staging)
+        parent_state = jax.tree.map(lambda buffer: buffer[:batch_size], staging[1])
         step = transition(
             net,
             env,
@@ -655,18 +641,56 @@ def _run(
             moved = tree.node_stats[:, ROOT_INDEX, DISCOUNT] != 0
             root_hot = actions == root_action[:, None]
             search_visits = search_visits + (root_hot & moved[:, None]).astype(jnp.int32)
-        return tree, search_visits, path, leaf_staging
+        return tree, search_visits, path, staging
 
     search_visits = jnp.zeros((batch_size, num_actions), jnp.int32)
-    # One spare row, so that the updates above never cover a whole buffer (XLA would then
-    # drop the buffer and fuse the update into its readers).
-    leaf_staging = unpack_state(
-        tree.state_layout, jnp.zeros((batch_size + 1, tree.state_layout.words), jnp.uint32)
-    )
+    # One spare row, so that the updates in `_parent_state` never cover a whole buffer (XLA
+    # would then drop the buffer and fuse the update into its readers).
+    words = jnp.zeros((batch_size + 1, tree.state_layout.words), jnp.uint32)
+    leaf_staging = unpack_state(tree.state_layout, words)
+    if tree.state_layout.words <= _LEAF_GATHER_MAX_WORDS:
+        words = None
     path = _path_buffer(batch_size, max_depth)
-    carry = (tree, search_visits, path, leaf_staging)
+    carry = (tree, search_visits, path, (words, leaf_staging))
     tree, search_visits, *_ = jax.lax.fori_loop(0, search.num_simulations, simulation, carry)
     return tree, search_visits
+
+
+#: States of at most this many words are gathered leaf by leaf (`_parent_state`).
+_LEAF_GATHER_MAX_WORDS = 256
+
+
+def _parent_state(
+    tree: Tree, rows: Int[Array, " batch"], staging: tuple[Any, Any]
+) -> tuple[Any, Any]:
+    """The states in flat rows `rows` of the tree, written into `staging`: a buffer of
+    packed rows (or None) and one buffer per leaf, each a row longer than the batch.
+
+    The state array is far larger than 512 KB, so XLA:CPU would run a plain gather from it
+    on two threads, and waking the second one costs more than the gather (much more when
+    another process holds the other core); fused into an in-place `dynamic_update_slice`,
+    a gather runs on one thread. Read straight from one gather of whole rows, each use of a
+    leaf (the environment step, the legal mask under the new node's prior, ...) would be a
+    kernel that reads all of those rows, which XLA counts as heavy enough to split across
+    threads; so the leaves are written into buffers of their own, from which their uses
+    are cheap. Small states are gathered leaf by leaf straight into those (`unpack_rows`);
+    larger ones into the buffer of packed rows first, unpacked from there. (Connect four,
+    50 words: PUCT 1.0 ms and Gumbel 0.7 ms faster leaf by leaf; go, 1086 words, batch 16:
+    5-8% slower.)
+    """
+    words, leaves = staging
+    flat = _flat(tree.state_words)
+    if words is None:
+        unpacked = unpack_rows(tree.state_layout, flat, rows)
+    else:
+        words = jax.lax.dynamic_update_slice(words, _take(flat, rows), (0, 0))
+        unpacked = unpack_state(tree.state_layout, words[: rows.shape[0]])
+    leaves = jax.tree.map(
+        lambda buffer, x: jax.lax.dynamic_update_slice_in_dim(buffer, x, 0, axis=0),
+        leaves,
+        unpacked,
+    )
+    return words, leaves
 
 
 def _prior_probabilities(

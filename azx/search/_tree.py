@@ -97,41 +97,58 @@ def pack_state(layout: StateLayout, state: EnvState) -> UInt32[Array, "*rows wor
 
 def unpack_state(layout: StateLayout, words: UInt32[Array, "*rows words"]) -> EnvState:
     """The inverse of `pack_state`."""
-    return _unpack(layout, words.shape[:-1], lambda start, stop: words[..., start:stop])
+    return _unpack(layout, words.shape[:-1], lambda columns: words[..., columns])
 
 
 def unpack_rows(
     layout: StateLayout, words: UInt32[Array, "nodes words"], rows: Int[Array, "*rows"]
 ) -> EnvState:
-    """`unpack_state(layout, words[rows])`, each leaf gathered from its own columns of
-    `words`. A leaf's gather can then be fused into whatever reads the leaf, where one
-    gather of whole rows shared by every leaf would be a kernel of its own."""
+    """`unpack_state(layout, words[rows])`, each leaf gathered from its own words. A leaf's
+    gather can then be fused into whatever reads the leaf, where one gather of whole rows
+    shared by every leaf would be a kernel of its own."""
 
-    def read(start, stop):
-        return words[:, start:stop].at[rows].get(mode="promise_in_bounds")
+    def read(columns):
+        if isinstance(columns, slice):
+            return words[:, columns].at[rows].get(mode="promise_in_bounds")
+        # One word per element read: a gather whose every element is used once fuses
+        # into what reads it.
+        columns = jnp.asarray(columns, rows.dtype).reshape((1,) * rows.ndim + (-1,))
+        index = rows[..., None] * words.shape[1] + columns
+        return words.reshape(-1).at[index].get(mode="promise_in_bounds")
 
     return _unpack(layout, rows.shape, read)
 
 
 def _unpack(layout: StateLayout, rows: tuple[int, ...], read) -> EnvState:
-    # `read(start, stop)`: the words `start:stop` of every row, shaped `rows + (stop - start,)`.
+    # `read(columns)`: the given words (a slice, or one word per element) of every row.
     leaves, start = [], 0
     for leaf in layout.leaves:
         if leaf.words == 0:
             leaves.append(jnp.zeros(rows + leaf.shape, leaf.dtype))
             continue
-        x = read(start, start + leaf.words)
+        size = math.prod(leaf.shape)
+        if leaf.dtype == jnp.bool_:
+            # Each flag from its own byte with a shift, rather than a bit cast of the words
+            # to bytes, which XLA:CPU runs as a copy of its own. `pack_state`'s bit cast
+            # puts a word's first byte in its lowest bits (little-endian, as on every XLA
+            # platform).
+            element = np.arange(size)
+            word = read(start + element // 4)
+            shift = jnp.asarray(8 * (element % 4), jnp.uint32)
+            flags = (word >> shift.reshape((1,) * len(rows) + (-1,))) & 0xFF
+            leaves.append((flags != 0).reshape(rows + leaf.shape))
+            start += leaf.words
+            continue
+        x = read(slice(start, start + leaf.words))
         start += leaf.words
         if leaf.key_impl is not None:
             data = x.reshape(rows + leaf.shape + (-1,))
             leaves.append(jax.random.wrap_key_data(data, impl=leaf.key_impl))
             continue
-        stored = jnp.dtype(jnp.uint8 if leaf.dtype == jnp.bool_ else leaf.dtype)
-        if stored.itemsize > 4:
-            x = x.reshape(rows + (-1, stored.itemsize // 4))
-        x = jax.lax.bitcast_convert_type(x, stored)
-        x = x.reshape(rows + (-1,))[..., : math.prod(leaf.shape)].reshape(rows + leaf.shape)
-        leaves.append(x.astype(jnp.bool_) if leaf.dtype == jnp.bool_ else x)
+        if leaf.dtype.itemsize > 4:
+            x = x.reshape(rows + (-1, leaf.dtype.itemsize // 4))
+        x = jax.lax.bitcast_convert_type(x, leaf.dtype)
+        leaves.append(x.reshape(rows + (-1,))[..., :size].reshape(rows + leaf.shape))
     return jax.tree.unflatten(layout.treedef, leaves)
 
 
