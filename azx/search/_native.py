@@ -566,7 +566,9 @@ def _run(
     net: Any,
     env: AbstractEnv,
     tree: Tree,
-    root_select: Callable[[Tree, Int[Array, "batch num_actions"], Any], Int[Array, " batch"]]
+    root_select: Callable[
+        [Tree, Int[Array, ""], Int[Array, "batch num_actions"], Any], Int[Array, " batch"]
+    ]
     | None,
     interior_select: Callable[[_Node], Int[Array, " batch"]],
     selection_prior: Callable[[Evaluation], Float[Array, "batch num_actions"]],
@@ -592,7 +594,9 @@ def _run(
     def simulation(index, carry):
         tree, search_visits, path, staging = carry
         tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
-        root_action = None if root_select is None else root_select(tree, search_visits, tree_range)
+        root_action = (
+            None if root_select is None else root_select(tree, index, search_visits, tree_range)
+        )
         descend = functools.partial(
             _descend, tree, interior_select, tree_range, max_depth, root_action, path
         )
@@ -1012,12 +1016,15 @@ class Gumbel(AbstractSearch):
         num_legal = jnp.sum(legal.astype(jnp.int32), axis=-1)
         num_considered = jnp.minimum(self.max_num_considered_actions, num_legal)
 
-        def root_select(tree, search_visits, tree_range):
+        # Each row's schedule, indexed by simulation: a search adds one visit at the root
+        # per simulation, unless the root is terminal, where the choice changes nothing.
+        schedule = table[num_considered]
+
+        def root_select(tree, index, search_visits, tree_range):
             # The root's prior as a constant rather than read from the tree, so that XLA
             # computes what depends on it alone (its softmax) once, outside the loop.
             root = eqx.tree_at(lambda n: n.prior, _root_node(tree, tree_range), root_prior)
-            simulation = jnp.minimum(jnp.sum(search_visits, axis=-1), self.num_simulations - 1)
-            considered = table[num_considered, simulation]
+            considered = jax.lax.dynamic_index_in_dim(schedule, index, axis=1, keepdims=False)
             score = self._halving_score(
                 considered, search_visits, gumbel, logits, self._completed_q(root)
             )
