@@ -6,17 +6,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _trainer_setup import tic_tac_toe
+from test_search_common import assert_trees_equal
 
 import azx
-
-
-def _assert_trees_equal(a, b):
-    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
-    assert len(leaves_a) == len(leaves_b)
-    for x, y in zip(leaves_a, leaves_b):
-        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 @pytest.mark.parametrize("search", ["gumbel", "puct"])
@@ -28,13 +20,13 @@ def test_step_is_pure_compiles_once_and_scans_exactly(search):
     for key in keys:
         separate = step(separate, key)
     # Pure: the same inputs give the same outputs (and no retrace).
-    _assert_trees_equal(step(state, keys[0]), step(state, keys[0]))
+    assert_trees_equal(step(state, keys[0]), step(state, keys[0]))
 
     @eqx.filter_jit
     def scanned(state):
         return jax.lax.scan(lambda s, k: (trainer.step(s, k), None), state, keys)[0]
 
-    _assert_trees_equal(scanned(state), separate)
+    assert_trees_equal(scanned(state), separate)
     assert int(separate.iteration) == 3
     assert trainer.env_steps(separate) == 3 * 8 * 4
 
@@ -48,8 +40,8 @@ def test_no_update_before_any_game_has_ended():
     after = eqx.filter_jit(trainer.step)(state, jax.random.key(0))
     assert int(after.metrics.updates_applied) == 0
     assert int(after.metrics.buffer_positions) == 0
-    _assert_trees_equal(after.params, state.params)
-    _assert_trees_equal(after.opt_state, state.opt_state)
+    assert_trees_equal(after.params, state.params)
+    assert_trees_equal(after.opt_state, state.opt_state)
 
 
 def test_loss_against_closed_form():

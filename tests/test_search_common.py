@@ -1,12 +1,24 @@
-"""Shared helpers of the search tests (this module holds no tests itself)."""
+"""Shared helpers of the search tests, and a pytree comparison other tests use too (this
+module holds no tests itself)."""
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 import azx
 from azx.envs import AbstractEnv
+
+
+def assert_trees_equal(a, b):
+    """Two pytrees have the same structure and exactly the same leaves (keys by their data)."""
+    leaves_a, leaves_b = jax.tree.leaves(a), jax.tree.leaves(b)
+    assert len(leaves_a) == len(leaves_b)
+    for x, y in zip(leaves_a, leaves_b):
+        if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
 class ChainState(eqx.Module):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
-from test_search_common import RewardChain, mlp, random_positions
+from test_search_common import RewardChain, assert_trees_equal, mlp, random_positions
 
 import azx
 from azx.search import (
@@ -211,20 +211,8 @@ def test_packed_states_round_trip():
     words = pack_state(layout, states)
     rows = jnp.array([4, 0, 4, 5])
 
-    def same(a, b):
-        jax.tree.map(
-            lambda x, y: np.testing.assert_array_equal(
-                *(
-                    jax.random.key_data(v) if jnp.issubdtype(v.dtype, jax.dtypes.prng_key) else v
-                    for v in (x, y)
-                )
-            ),
-            a,
-            b,
-        )
-
-    same(unpack_state(layout, words), states)
-    same(unpack_rows(layout, words, rows), jax.tree.map(lambda x: x[rows], states))
+    assert_trees_equal(unpack_state(layout, words), states)
+    assert_trees_equal(unpack_rows(layout, words, rows), jax.tree.map(lambda x: x[rows], states))
 
 
 BACKUP_CASES = {

@@ -609,8 +609,7 @@ def _run(
         action = jax.lax.rem(last_edge, num_actions)
         child = jnp.where(has_edge, _take(tree.children.reshape(-1), last_edge), UNVISITED)
         expand = has_edge & (child == UNVISITED)
-        staging = _parent_state(tree, roots + parent, staging)
-        parent_state = jax.tree.map(lambda buffer: buffer[:batch_size], staging[1])
+        staging, parent_state = _parent_state(tree, roots + parent, staging)
         step = transition(
             net,
             env,
@@ -666,9 +665,10 @@ _LEAF_GATHER_MAX_WORDS = 256
 
 def _parent_state(
     tree: Tree, rows: Int[Array, " batch"], staging: tuple[Any, Any]
-) -> tuple[Any, Any]:
-    """The states in flat rows `rows` of the tree, written into `staging`: a buffer of
-    packed rows (or None) and one buffer per leaf, each a row longer than the batch.
+) -> tuple[tuple[Any, Any], EnvState]:
+    """The states in flat rows `rows` of the tree, written into `staging` (a buffer of
+    packed rows, or None, and one buffer per leaf, each a row longer than the batch), and
+    read back from there.
 
     The state array is far larger than 512 KB, so XLA:CPU would run a plain gather from it
     on two threads, and waking the second one costs more than the gather (much more when
@@ -694,7 +694,7 @@ def _parent_state(
         leaves,
         unpacked,
     )
-    return words, leaves
+    return (words, leaves), jax.tree.map(lambda buffer: buffer[: rows.shape[0]], leaves)
 
 
 def _prior_probabilities(

@@ -127,20 +127,19 @@ def _unpack(layout: StateLayout, rows: tuple[int, ...], read) -> EnvState:
             leaves.append(jnp.zeros(rows + leaf.shape, leaf.dtype))
             continue
         size = math.prod(leaf.shape)
+        first, start = start, start + leaf.words
         if leaf.dtype == jnp.bool_:
             # Each flag from its own byte with a shift, rather than a bit cast of the words
             # to bytes, which XLA:CPU runs as a copy of its own. `pack_state`'s bit cast
             # puts a word's first byte in its lowest bits (little-endian, as on every XLA
             # platform).
             element = np.arange(size)
-            word = read(start + element // 4)
+            word = read(first + element // 4)
             shift = jnp.asarray(8 * (element % 4), jnp.uint32)
             flags = (word >> shift.reshape((1,) * len(rows) + (-1,))) & 0xFF
             leaves.append((flags != 0).reshape(rows + leaf.shape))
-            start += leaf.words
             continue
-        x = read(slice(start, start + leaf.words))
-        start += leaf.words
+        x = read(slice(first, start))
         if leaf.key_impl is not None:
             data = x.reshape(rows + leaf.shape + (-1,))
             leaves.append(jax.random.wrap_key_data(data, impl=leaf.key_impl))
