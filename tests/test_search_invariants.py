@@ -249,8 +249,7 @@ def test_row_and_lockstep_code_agree_bit_for_bit(name, monkeypatch):
     monkeypatch.setattr(azx.search._native, "_backup", azx.search._native._backup_lockstep)
     monkeypatch.setattr(PUCT, "_row_finish", False)
     lockstep = two_moves()
-    for a, b in zip(jax.tree.leaves(rows), jax.tree.leaves(lockstep), strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_trees_equal(rows, lockstep)
 
 
 def _entry(compiled_text: str) -> str:
