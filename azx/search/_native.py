@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
+from .. import _random
 from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput
@@ -824,7 +825,7 @@ class PUCT(AbstractSearch):
         legal = evaluation.legal_action_mask
         # Noise is mixed into the prior over the legal actions only; like mctx, the noisy
         # probabilities become logits again (also when the fraction is 0).
-        gammas = jax.vmap(lambda k: jax.random.gamma(k, self.dirichlet_alpha, legal.shape[1:]))(
+        gammas = jax.vmap(lambda k: _random.gamma(k, self.dirichlet_alpha, legal.shape[1:]))(
             noise_key
         )
         gammas = jnp.where(legal, gammas, 0.0)
