@@ -33,6 +33,8 @@ def gamma(
     """
     if not alpha > 0:
         raise ValueError(f"alpha must be positive, got {alpha}")
+    if proposals < 1:
+        raise ValueError(f"proposals must be at least 1, got {proposals}")
     boosted = alpha < 1.0
     d = (alpha + 1.0 if boosted else alpha) - 1.0 / 3.0
     c = 1.0 / math.sqrt(9.0 * d)

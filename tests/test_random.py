@@ -59,3 +59,8 @@ def test_gamma_is_a_function_of_its_key():
 def test_gamma_rejects_a_shape_that_is_not_positive(alpha):
     with pytest.raises(ValueError, match="alpha must be positive"):
         _random.gamma(jax.random.key(0), alpha, (2,))
+
+
+def test_gamma_needs_a_proposal():
+    with pytest.raises(ValueError, match="proposals must be at least 1, got 0"):
+        _random.gamma(jax.random.key(0), 0.3, (2,), proposals=0)
