@@ -33,7 +33,12 @@ from ._config import (
     check_positive_int,
 )
 from ._model import ILLEGAL_LOGIT, Evaluation, check_players, evaluate, row_keys, transition
-from ._qtransforms import completed_q, considered_visits_table, puct_value_score
+from ._qtransforms import (
+    completed_q,
+    considered_visits_table,
+    halving_choices_table,
+    puct_value_score,
+)
 from ._tree import (
     DISCOUNT,
     NUM_NODE_STATS,
@@ -976,6 +981,37 @@ class Gumbel(AbstractSearch):
         total = jnp.sum(node.visits, axis=-1, keepdims=True)
         return _masked_argmax(improved - node.visits / (1.0 + total), node.legal_action_mask)
 
+    def _ordered_simulations(
+        self,
+        table: list,
+        schedule: Int[Array, "batch simulations"],
+        num_legal: Int[Array, " batch"],
+        num_considered: Int[Array, " batch"],
+        tree: Tree,
+    ) -> Bool[Array, " simulations"] | None:
+        """Which simulations must choose the root action by the halving score; the others
+        may visit their round's candidates in any order (None: every simulation must).
+
+        A round of sequential halving that visits every action holding its visit count
+        (every round after the first of a phase, and the first round when no more actions
+        are legal than considered) ends with the same visits whatever their order. Each
+        visit goes into a different root child's subtree, and below the root a selection
+        reads only its own subtree (siblings normalisation), so each subtree sees the same
+        simulations in the same order, and the search ends with the same statistics and
+        the same choices; only the numbering of the slots and the rounding of the root's
+        running mean value can differ (and, in a stochastic environment, which of the
+        independent keys, one per simulation, each step draws from). That needs room for
+        every new node: when the tree fills up, the order decides which are stored. With
+        the tree-wide normalisation every selection reads the whole tree, so the order
+        always matters.
+        """
+        if self.q_normalisation == "tree":
+            return None
+        halving = jnp.asarray(halving_choices_table(table), bool)[num_considered]
+        first_round_choice = (schedule == 0) & (num_legal > num_considered)[:, None]
+        roomy = jnp.all(tree.num_nodes + self.num_simulations <= tree.capacity)
+        return jnp.any(halving | first_round_choice, axis=0) | ~roomy
+
     def _halving_score(
         self,
         considered_visits: Int[Array, " batch"],
@@ -1010,26 +1046,35 @@ class Gumbel(AbstractSearch):
         root_prior = jnp.where(legal, logits, -jnp.inf)
         tree = _start(tree, env_state, evaluation, root_prior, self.reuse_tree)
 
-        table = jnp.asarray(
-            considered_visits_table(self.max_num_considered_actions, self.num_simulations),
-            jnp.int32,
-        )
+        table = considered_visits_table(self.max_num_considered_actions, self.num_simulations)
         num_legal = jnp.sum(legal.astype(jnp.int32), axis=-1)
         num_considered = jnp.minimum(self.max_num_considered_actions, num_legal)
 
         # Each row's schedule, indexed by simulation: a search adds one visit at the root
         # per simulation, unless the root is terminal, where the choice changes nothing.
-        schedule = table[num_considered]
+        schedule = jnp.asarray(table, jnp.int32)[num_considered]
+        ordered = self._ordered_simulations(table, schedule, num_legal, num_considered, tree)
+        static_score = gumbel + logits
 
         def root_select(tree, index, search_visits, tree_range):
-            # The root's prior as a constant rather than read from the tree, so that XLA
-            # computes what depends on it alone (its softmax) once, outside the loop.
-            root = eqx.tree_at(lambda n: n.prior, _root_node(tree, tree_range), root_prior)
             considered = jax.lax.dynamic_index_in_dim(schedule, index, axis=1, keepdims=False)
-            score = self._halving_score(
-                considered, search_visits, gumbel, logits, self._completed_q(root)
-            )
-            return _masked_argmax(score, legal)
+
+            def by_score():
+                # The root's prior as a constant rather than read from the tree, so that
+                # XLA computes what depends on it alone (its softmax) once, outside the loop.
+                root = eqx.tree_at(lambda n: n.prior, _root_node(tree, tree_range), root_prior)
+                score = self._halving_score(
+                    considered, search_visits, gumbel, logits, self._completed_q(root)
+                )
+                return _masked_argmax(score, legal)
+
+            def in_any_order():
+                candidate = search_visits == considered[:, None]
+                return _masked_argmax(jnp.where(candidate, static_score, -jnp.inf), legal)
+
+            if ordered is None:
+                return by_score()
+            return jax.lax.cond(ordered[index], by_score, in_any_order)
 
         tree, search_visits = _run(
             self,

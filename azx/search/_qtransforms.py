@@ -110,3 +110,25 @@ def considered_visits_table(max_num_considered_actions: int, num_simulations: in
             remaining = max(2, remaining // 2)
         table.append(row[:num_simulations])
     return table
+
+
+def halving_choices_table(table: list) -> list:
+    """For each row of a `considered_visits_table`, whether each simulation belongs to a
+    round that visits fewer actions than hold the round's visit count: a round where
+    sequential halving keeps only the best of them, so that which ones it visits depends
+    on their scores at the time.
+
+    In every other round after the first, each action holding the round's visit count is
+    visited exactly once, whatever the order. The first round (visit count 0) chooses among
+    every legal action, more than it visits only when more are legal than considered,
+    which depends on the position, not on the table; it is left False here.
+    """
+    choices = []
+    for row in table:
+        length: dict[int, int] = {}
+        for visits in row:
+            length[visits] = length.get(visits, 0) + 1
+        choices.append(
+            [visits > 0 and length[visits] < length.get(visits - 1, 0) for visits in row]
+        )
+    return choices
