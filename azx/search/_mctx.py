@@ -83,7 +83,7 @@ def qtransform_completed_by_tree(
         tree.raw_values[node_index],
         tree.qvalues(node_index),
         tree.children_visits[node_index],
-        tree.children_prior_logits[node_index],
+        jax.nn.softmax(tree.children_prior_logits[node_index]),
         value_scale=value_scale,
         maxvisit_init=maxvisit_init,
         rescale_values=True,

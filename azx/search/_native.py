@@ -66,7 +66,7 @@ class _Node(eqx.Module):
     visits: Float[Array, "batch num_actions"]
     q: Float[Array, "batch num_actions"]
     prior: Float[Array, "batch num_actions"]
-    """Selection prior: probabilities (PUCT) or logits (Gumbel); `-inf` where illegal."""
+    """The prior's probabilities; `-inf` where illegal."""
     tree_low: Float[Array, " batch"] | None
     tree_high: Float[Array, " batch"] | None
 
@@ -959,7 +959,7 @@ class Gumbel(AbstractSearch):
         return empty_tree(env, batch_size, self.capacity)
 
     def _selection_prior(self, evaluation: Evaluation) -> Float[Array, "batch num_actions"]:
-        return jnp.where(evaluation.legal_action_mask, evaluation.logits, -jnp.inf)
+        return _prior_probabilities(evaluation.logits, evaluation.legal_action_mask)
 
     def _completed_q(self, node: _Node) -> Float[Array, "batch num_actions"]:
         return completed_q(
@@ -976,8 +976,14 @@ class Gumbel(AbstractSearch):
         )
 
     def _select(self, node: _Node) -> Int[Array, " batch"]:
-        # Visit frequencies that track the improved policy (the paper's section 5).
-        improved = jax.nn.softmax(node.prior + self._completed_q(node), axis=-1)
+        # Visit frequencies that track the improved policy (the paper's section 5),
+        # softmax(logits + completed Q), computed from the stored prior probabilities as
+        # `prior * exp(completed Q)`, normalised.
+        completed = self._completed_q(node)
+        top = jnp.max(completed, axis=-1, keepdims=True)
+        legal = node.legal_action_mask
+        weights = jnp.where(legal, node.prior * jnp.exp(completed - top), 0.0)
+        improved = weights / jnp.sum(weights, axis=-1, keepdims=True)
         total = jnp.sum(node.visits, axis=-1, keepdims=True)
         return _masked_argmax(improved - node.visits / (1.0 + total), node.legal_action_mask)
 
@@ -1043,7 +1049,7 @@ class Gumbel(AbstractSearch):
         gumbel = self.gumbel_scale * jax.vmap(
             lambda k: jax.random.gumbel(k, logits.shape[1:], jnp.float32)
         )(gumbel_key)
-        root_prior = jnp.where(legal, logits, -jnp.inf)
+        root_prior = _prior_probabilities(logits, legal)
         tree = _start(tree, env_state, evaluation, root_prior, self.reuse_tree)
 
         table = considered_visits_table(self.max_num_considered_actions, self.num_simulations)

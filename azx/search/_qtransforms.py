@@ -4,7 +4,6 @@ Every function works on the children of a batch of nodes: arrays `[..., num_acti
 with per-node scalars `[...]`, so the native search calls them once for a whole batch.
 """
 
-import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Real
 
@@ -39,14 +38,14 @@ def mixed_value(
     raw_value: Float[Array, " *nodes"],
     q: Float[Array, "*nodes num_actions"],
     visits: Real[Array, "*nodes num_actions"],
-    prior_logits: Float[Array, "*nodes num_actions"],
+    prior: Float[Array, "*nodes num_actions"],
 ) -> Float[Array, " *nodes"]:
     """The value estimate that completes unvisited Q (Danihelka et al. 2022, appendix D):
-    the network value mixed with the prior-weighted Q of the visited children."""
+    the network value mixed with the prior-weighted Q of the visited children. `prior`
+    holds the prior's probabilities (any value where unvisited)."""
     visited = visits > 0
-    probs = jax.nn.softmax(prior_logits, axis=-1)
     # Guards the division below when every visited child has underflowed to probability 0.
-    probs = jnp.maximum(jnp.finfo(probs.dtype).tiny, probs)
+    probs = jnp.maximum(jnp.finfo(prior.dtype).tiny, prior)
     total_visits = jnp.sum(visits, axis=-1).astype(q.dtype)
     visited_mass = jnp.sum(jnp.where(visited, probs, 0.0), axis=-1)
     denominator = jnp.where(visited, visited_mass[..., None], 1.0)
@@ -58,7 +57,7 @@ def completed_q(
     raw_value: Float[Array, " *nodes"],
     q: Float[Array, "*nodes num_actions"],
     visits: Real[Array, "*nodes num_actions"],
-    prior_logits: Float[Array, "*nodes num_actions"],
+    prior: Float[Array, "*nodes num_actions"],
     *,
     value_scale: float,
     maxvisit_init: float,
@@ -69,10 +68,11 @@ def completed_q(
 ) -> Float[Array, "*nodes num_actions"]:
     """sigma(completed Q) of Gumbel MuZero: Q of visited children, the (mixed) value for
     the others, rescaled to [0, 1] and scaled by `(maxvisit_init + max visits) * value_scale`.
+    `prior` holds the prior's probabilities (see `mixed_value`).
 
     With `tree_low`/`tree_high`, the rescaling range also covers the whole tree's Q.
     """
-    value = mixed_value(raw_value, q, visits, prior_logits) if use_mixed_value else raw_value
+    value = mixed_value(raw_value, q, visits, prior) if use_mixed_value else raw_value
     completed = jnp.where(visits > 0, q, value[..., None])
     if rescale_values or tree_low is not None:
         low = jnp.min(completed, axis=-1)

@@ -215,8 +215,8 @@ class Tree(eqx.Module):
     edge_q: Float[Array, "batch capacity num_actions"]
     """Q of each edge, `reward + discount * value` of the child (0 where no node)."""
     selection_prior: Float[Array, "batch capacity num_actions"]
-    """What selection uses as the prior, computed once when the node is stored:
-    probabilities for PUCT, logits for Gumbel; `-inf` where illegal."""
+    """The prior's probabilities, computed once when the node is stored; `-inf` where
+    illegal."""
     state_words: UInt32[Array, "batch capacity words"]
     """Environment state of each node, packed by `state_layout` (read through `state`).
     Only the leaves that a step from the node reads are stored (`leaves_read_by_step`)."""
