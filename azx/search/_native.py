@@ -999,8 +999,8 @@ class Gumbel(AbstractSearch):
         may visit their round's candidates in any order (None: every simulation must).
 
         A round of sequential halving that visits every action holding its visit count
-        (every round after the first of a phase, and the first round when no more actions
-        are legal than considered) ends with the same visits whatever their order. Each
+        (each round of a phase after its first, and a first round that keeps all of its
+        candidates) ends with the same visits whatever their order. Each
         visit goes into a different root child's subtree, and below the root a selection
         reads only its own subtree (siblings normalisation), so each subtree sees the same
         simulations in the same order, and the search ends with the same statistics and
@@ -1066,8 +1066,8 @@ class Gumbel(AbstractSearch):
             considered = jax.lax.dynamic_index_in_dim(schedule, index, axis=1, keepdims=False)
 
             def by_score():
-                # The root's prior as a constant rather than read from the tree, so that
-                # XLA computes what depends on it alone (its softmax) once, outside the loop.
+                # The root's prior as a constant rather than read from the tree (it does
+                # not change during the search), so that no simulation gathers it.
                 root = eqx.tree_at(lambda n: n.prior, _root_node(tree, tree_range), root_prior)
                 score = self._halving_score(
                     considered, search_visits, gumbel, logits, self._completed_q(root)
