@@ -142,7 +142,7 @@ def _descend(
     select: Callable[[_Node], Int[Array, " batch"]],
     tree_range,
     max_depth: int,
-    root_action: Int[Array, " batch"] | None,
+    root: tuple[Int[Array, " batch"], Bool[Array, " batch"]] | None,
     path: Int[Array, "batch columns"],
     finish_by_row: bool = False,
 ) -> tuple[Int[Array, "batch columns"], Int[Array, " batch"]]:
@@ -152,10 +152,11 @@ def _descend(
     An edge is written as its flat index `(b * capacity + node) * num_actions + action` into
     the per-action arrays, from which its node's row is `edge // num_actions`. A row stops
     at an edge without a node (to expand), at a terminal node, at an illegal choice (a node
-    with no legal action) or after `max_depth` edges. With `root_action` the first edge is
-    given rather than selected. Only a row's first `edges` columns after column 0 mean
-    anything; the others hold whatever was written there last (`path` is one buffer for
-    the whole search, so that no simulation fills a new one).
+    with no legal action) or after `max_depth` edges. With `root` the first edge is given
+    rather than selected: its action, and whether the descent goes through it (a legal
+    action out of a root that is not terminal). Only a row's first `edges` columns after
+    column 0 mean anything; the others hold whatever was written there last (`path` is one
+    buffer for the whole search, so that no simulation fills a new one).
 
     All rows descend in lockstep, one level per iteration of a `while_loop`, which costs
     the same per level however few rows are still descending. With `finish_by_row` the
@@ -166,13 +167,13 @@ def _descend(
     arrays = _selection_arrays(tree)
     roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
 
-    def level(depth, cursor, path, edges, action):
+    def level(depth, cursor, path, edges):
         # `cursor`: flat row of each row's current node, -1 once it has stopped. Every
         # array read here is at most 512 KB at the benchmark's sizes, so XLA:CPU gathers it
         # on one thread instead of paying a second thread's wake-up at every level.
         active = cursor >= 0
         rows = jnp.maximum(cursor, 0)
-        edge, go, child = _step(arrays, rows, lambda x: _take(x, rows), select, tree_range, action)
+        edge, go, child = _step(arrays, rows, lambda x: _take(x, rows), select, tree_range)
         path = jax.lax.dynamic_update_slice_in_dim(path, edge[:, None], depth + 1, axis=1)
         go = active & go
         cursor = jnp.where(go & (child != UNVISITED), roots + child, -1)
@@ -188,12 +189,17 @@ def _descend(
 
     def body(carry):
         depth, cursor, path, edges = carry
-        return depth + 1, *level(depth, cursor, path, edges, None)
+        return depth + 1, *level(depth, cursor, path, edges)
 
     depth, cursor, edges = 0, roots, jnp.zeros((batch_size,), jnp.int32)
-    if root_action is not None:
-        cursor, path, edges = level(0, cursor, path, edges, root_action)
-        depth = 1
+    if root is not None:
+        # Nothing of the root to read but the child: no gathers of its rows.
+        action, go = root
+        edge = roots * num_actions + action
+        path = jax.lax.dynamic_update_slice_in_dim(path, edge[:, None], 1, axis=1)
+        child = _take(tree.children.reshape(-1), edge)
+        cursor = jnp.where(go & (child != UNVISITED), roots + child, -1)
+        depth, edges = 1, go.astype(jnp.int32)
     carry = (jnp.int32(depth), cursor, path, edges)
     depth, cursor, path, edges = jax.lax.while_loop(cond, body, carry)
     if finish_by_row:
@@ -213,7 +219,7 @@ def _selection_arrays(tree: Tree) -> tuple[Array, ...]:
     )
 
 
-def _step(arrays, rows, read, select, tree_range, action):
+def _step(arrays, rows, read, select, tree_range):
     """One level of the descent from the nodes in flat rows `rows`, whose rows of each array
     `read` fetches: the edge taken (its flat index), whether the descent goes through it,
     and its child."""
@@ -226,8 +232,7 @@ def _step(arrays, rows, read, select, tree_range, action):
         tree_low=None if tree_range is None else tree_range[0],
         tree_high=None if tree_range is None else tree_range[1],
     )
-    if action is None:
-        action = select(node)
+    action = select(node)
     legal = jnp.take_along_axis(node.prior, action[:, None], axis=1)[:, 0] > -jnp.inf
     go = (node.stats[:, DISCOUNT] != 0) & legal  # discount 0: terminal
     edge = rows * prior.shape[1] + action
@@ -264,7 +269,7 @@ def _finish_by_row(
             def read(x):
                 return jax.lax.dynamic_slice_in_dim(x, cursor, 1)
 
-            edge, go, child = _step(arrays, cursor[None], read, select, row_range, None)
+            edge, go, child = _step(arrays, cursor[None], read, select, row_range)
             path = jax.lax.dynamic_update_slice(path, edge[:, None], (b, depth + 1))
             cursor = jnp.where(go[0] & (child[0] != UNVISITED), b * capacity + child[0], -1)
             return depth + 1, cursor, path, count + go[0].astype(jnp.int32)
@@ -596,15 +601,21 @@ def _run(
     actions = jnp.arange(num_actions, dtype=jnp.int32)[None, :]
 
     finish_by_row = search._row_finish and _row_loops(num_actions)
+    # What a given root action needs, constant through a search (no simulation writes the
+    # root's prior or its discount): which actions are legal and whether the root moves.
+    root_legal = tree.selection_prior[:, ROOT_INDEX] > -jnp.inf
+    root_moves = tree.node_stats[:, ROOT_INDEX, DISCOUNT] != 0
 
     def simulation(index, carry):
         tree, search_visits, path, staging = carry
         tree_range = _tree_q_range(tree) if search.q_normalisation == "tree" else None
-        root_action = (
-            None if root_select is None else root_select(tree, index, search_visits, tree_range)
-        )
+        root = None
+        if root_select is not None:
+            root_action = root_select(tree, index, search_visits, tree_range)
+            legal = jnp.take_along_axis(root_legal, root_action[:, None], axis=1)[:, 0]
+            root = (root_action, root_moves & legal)
         descend = functools.partial(
-            _descend, tree, interior_select, tree_range, max_depth, root_action, path
+            _descend, tree, interior_select, tree_range, max_depth, root, path
         )
         path, num_edges = jax.lax.platform_dependent(
             cpu=lambda: descend(finish_by_row), default=lambda: descend(False)
@@ -647,9 +658,8 @@ def _run(
         end = jnp.where(expand & ~store, num_edges - 1, num_edges)
         tree = _backup(tree, path, end, leaf_value)
         if root_select is not None:
-            moved = tree.node_stats[:, ROOT_INDEX, DISCOUNT] != 0
             root_hot = actions == root_action[:, None]
-            search_visits = search_visits + (root_hot & moved[:, None]).astype(jnp.int32)
+            search_visits = search_visits + (root_hot & root_moves[:, None]).astype(jnp.int32)
         return tree, search_visits, path, staging
 
     search_visits = jnp.zeros((batch_size, num_actions), jnp.int32)
