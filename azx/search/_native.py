@@ -1010,16 +1010,15 @@ class Gumbel(AbstractSearch):
 
         A round of sequential halving that visits every action holding its visit count
         (each round of a phase after its first, and a first round that keeps all of its
-        candidates) ends with the same visits whatever their order. Each
-        visit goes into a different root child's subtree, and below the root a selection
-        reads only its own subtree (siblings normalisation), so each subtree sees the same
-        simulations in the same order, and the search ends with the same statistics and
-        the same choices; only the numbering of the slots and the rounding of the root's
-        running mean value can differ (and, in a stochastic environment, which of the
-        independent keys, one per simulation, each step draws from). That needs room for
-        every new node: when the tree fills up, the order decides which are stored. With
-        the tree-wide normalisation every selection reads the whole tree, so the order
-        always matters.
+        candidates) ends with the same visits whatever their order. Each visit goes into a
+        different root child's subtree, and below the root a selection reads only its own
+        subtree (siblings normalisation), so each subtree sees the same simulations in the
+        same order, and the search ends with the same statistics and the same choices;
+        only the numbering of the slots and the rounding of the root's running mean value
+        can differ (and, in a stochastic environment, which of the independent keys, one
+        per simulation, each step draws from). That needs room for every new node: when
+        the tree fills up, the order decides which are stored. With the tree-wide
+        normalisation every selection reads the whole tree, so the order always matters.
         """
         if self.q_normalisation == "tree":
             return None
