@@ -202,7 +202,7 @@ def markdown(records: list[dict]) -> str:
             continue
         lines.append(
             f"| {env} | {net} | {algo} | {batch} | {sims} | {native['ms_per_call']:.2f} "
-            f"| {mctx['ms_per_call']:.2f} | {mctx['ms_per_call'] / native['ms_per_call']:.1f}x "
+            f"| {mctx['ms_per_call']:.2f} | {mctx['ms_per_call'] / native['ms_per_call']:.2f}x "
             f"| {native['ms_per_call'] / native['floor_ms']:.2f} | {native['floor_ms']:.2f} "
             f"| {native['sims_per_s']:.0f} | {mctx['sims_per_s']:.0f} "
             f"| {native['compile_s']:.1f} | {mctx['compile_s']:.1f} |"
