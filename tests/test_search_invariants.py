@@ -222,6 +222,25 @@ BACKUP_CASES = {
 }
 
 
+def _two_moves(search, env, net, states):
+    """The outputs of two searches, the second after the move the first chose and the
+    tree advanced along it. Jitted afresh on every call, so that a monkeypatched search
+    function is traced again."""
+
+    @eqx.filter_jit
+    def run(states):
+        tree, outputs = search.init(env, BATCH), []
+        for move in range(2):
+            output = search(net, env, tree, states, key=jax.random.key(move))
+            outputs.append(output)
+            keys = jax.random.split(jax.random.key(9), BATCH)
+            states = jax.vmap(env.step)(states, output.action, keys)
+            tree = search.advance(output.tree, output.action, jax.vmap(env.terminated)(states))
+        return outputs
+
+    return run(states)
+
+
 @pytest.mark.parametrize("name", sorted(BACKUP_CASES))
 def test_row_and_lockstep_code_agree_bit_for_bit(name, monkeypatch):
     """On CPU the backup runs one batch row at a time (`_backup_rows`) and PUCT's descent
@@ -231,24 +250,10 @@ def test_row_and_lockstep_code_agree_bit_for_bit(name, monkeypatch):
     search, env = BACKUP_CASES[name]
     net = NET if env is ENV else mlp(env, seed=2)
     states = random_positions(env, jax.random.key(3), BATCH, max_moves=8)
-
-    def two_moves():  # a new function each time, so that each call traces afresh
-        @eqx.filter_jit
-        def run(states):
-            tree = search.init(env, BATCH)
-            for move in range(2):
-                output = search(net, env, tree, states, key=jax.random.key(move))
-                keys = jax.random.split(jax.random.key(9), BATCH)
-                states = jax.vmap(env.step)(states, output.action, keys)
-                tree = search.advance(output.tree, output.action, jax.vmap(env.terminated)(states))
-            return output
-
-        return run(states)
-
-    rows = two_moves()
+    rows = _two_moves(search, env, net, states)[-1]
     monkeypatch.setattr(azx.search._native, "_backup", azx.search._native._backup_lockstep)
     monkeypatch.setattr(PUCT, "_row_finish", False)
-    lockstep = two_moves()
+    lockstep = _two_moves(search, env, net, states)[-1]
     assert_trees_equal(rows, lockstep)
 
 
@@ -270,28 +275,14 @@ def test_gumbel_rounds_in_any_order_leave_the_same_statistics(name, monkeypatch)
     search = ORDER_CASES[name]
     states = random_positions(ENV, jax.random.key(4), BATCH, max_moves=8)
 
-    def two_moves():
-        @eqx.filter_jit
-        def run(states):
-            tree, outputs = search.init(ENV, BATCH), []
-            for move in range(2):
-                output = search(NET, ENV, tree, states, key=jax.random.key(move))
-                outputs.append(output)
-                keys = jax.random.split(jax.random.key(9), BATCH)
-                states = jax.vmap(ENV.step)(states, output.action, keys)
-                tree = search.advance(output.tree, output.action, jax.vmap(ENV.terminated)(states))
-            return outputs
-
-        return run(states)
-
     def summary(output):
         tree = output.tree
         stats = (tree.edge_visits[:, 0], tree.edge_q[:, 0], tree.num_nodes)
         return (output.action, output.policy_target, *stats)
 
-    any_order = two_moves()
+    any_order = _two_moves(search, ENV, NET, states)
     monkeypatch.setattr(Gumbel, "_ordered_simulations", lambda self, *args: None)
-    sequential = two_moves()
+    sequential = _two_moves(search, ENV, NET, states)
     for a, b in zip(any_order, sequential):
         assert_trees_equal(summary(a), summary(b))
         np.testing.assert_allclose(np.asarray(a.root_value), np.asarray(b.root_value), atol=1e-6)

@@ -167,17 +167,21 @@ def _descend(
     arrays = _selection_arrays(tree)
     roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
 
+    def take(depth, path, edges, edge, go, child):
+        # Record the edge out of level `depth`; `cursor`: flat row of each row's next node,
+        # -1 once it has stopped.
+        path = jax.lax.dynamic_update_slice_in_dim(path, edge[:, None], depth + 1, axis=1)
+        cursor = jnp.where(go & (child != UNVISITED), roots + child, -1)
+        return cursor, path, edges + go.astype(jnp.int32)
+
     def level(depth, cursor, path, edges):
-        # `cursor`: flat row of each row's current node, -1 once it has stopped. Every
-        # array read here is at most 512 KB at the benchmark's sizes, so XLA:CPU gathers it
-        # on one thread instead of paying a second thread's wake-up at every level.
+        # Every array read here is at most 512 KB at the benchmark's sizes, so XLA:CPU
+        # gathers it on one thread instead of paying a second thread's wake-up at every
+        # level.
         active = cursor >= 0
         rows = jnp.maximum(cursor, 0)
         edge, go, child = _step(arrays, rows, lambda x: _take(x, rows), select, tree_range)
-        path = jax.lax.dynamic_update_slice_in_dim(path, edge[:, None], depth + 1, axis=1)
-        go = active & go
-        cursor = jnp.where(go & (child != UNVISITED), roots + child, -1)
-        return cursor, path, edges + go.astype(jnp.int32)
+        return take(depth, path, edges, edge, active & go, child)
 
     def cond(carry):
         depth, cursor = carry[:2]
@@ -196,10 +200,9 @@ def _descend(
         # Nothing of the root to read but the child: no gathers of its rows.
         action, go = root
         edge = roots * num_actions + action
-        path = jax.lax.dynamic_update_slice_in_dim(path, edge[:, None], 1, axis=1)
         child = _take(tree.children.reshape(-1), edge)
-        cursor = jnp.where(go & (child != UNVISITED), roots + child, -1)
-        depth, edges = 1, go.astype(jnp.int32)
+        cursor, path, edges = take(0, path, edges, edge, go, child)
+        depth = 1
     carry = (jnp.int32(depth), cursor, path, edges)
     depth, cursor, path, edges = jax.lax.while_loop(cond, body, carry)
     if finish_by_row:
@@ -603,8 +606,9 @@ def _run(
     finish_by_row = search._row_finish and _row_loops(num_actions)
     # What a given root action needs, constant through a search (no simulation writes the
     # root's prior or its discount): which actions are legal and whether the root moves.
-    root_legal = tree.selection_prior[:, ROOT_INDEX] > -jnp.inf
-    root_moves = tree.node_stats[:, ROOT_INDEX, DISCOUNT] != 0
+    start = _root_node(tree)
+    root_legal = start.legal_action_mask
+    root_moves = start.stats[:, DISCOUNT] != 0
 
     def simulation(index, carry):
         tree, search_visits, path, staging = carry
@@ -995,7 +999,7 @@ class Gumbel(AbstractSearch):
         weights = jnp.where(legal, node.prior * jnp.exp(completed - top), 0.0)
         improved = weights / jnp.sum(weights, axis=-1, keepdims=True)
         total = jnp.sum(node.visits, axis=-1, keepdims=True)
-        return _masked_argmax(improved - node.visits / (1.0 + total), node.legal_action_mask)
+        return _masked_argmax(improved - node.visits / (1.0 + total), legal)
 
     def _ordered_simulations(
         self,
@@ -1033,7 +1037,7 @@ class Gumbel(AbstractSearch):
         search_visits: Int[Array, "batch num_actions"],
         gumbel: Float[Array, "batch num_actions"],
         logits: Float[Array, "batch num_actions"],
-        completed: Float[Array, "batch num_actions"],
+        completed: Float[Array, "batch num_actions"] | float,
     ) -> Float[Array, "batch num_actions"]:
         # Only actions with exactly the visit count the schedule asks for are candidates.
         score = jnp.maximum(ILLEGAL_LOGIT, gumbel + logits + completed)
@@ -1069,7 +1073,6 @@ class Gumbel(AbstractSearch):
         # per simulation, unless the root is terminal, where the choice changes nothing.
         schedule = jnp.asarray(table, jnp.int32)[num_considered]
         ordered = self._ordered_simulations(table, schedule, num_legal, num_considered, tree)
-        static_score = gumbel + logits
 
         def root_select(tree, index, search_visits, tree_range):
             considered = jax.lax.dynamic_index_in_dim(schedule, index, axis=1, keepdims=False)
@@ -1084,8 +1087,9 @@ class Gumbel(AbstractSearch):
                 return _masked_argmax(score, legal)
 
             def in_any_order():
-                candidate = search_visits == considered[:, None]
-                return _masked_argmax(jnp.where(candidate, static_score, -jnp.inf), legal)
+                # Without completed Q the score is a loop constant, computed once.
+                score = self._halving_score(considered, search_visits, gumbel, logits, 0.0)
+                return _masked_argmax(score, legal)
 
             if ordered is None:
                 return by_score()
