@@ -147,3 +147,46 @@ def test_sequential_halving_schedule_matches_mctx():
     for considered, simulations in [(16, 32), (4, 64), (7, 50), (1, 5), (16, 200)]:
         expected = seq_halving.get_table_of_considered_visits(considered, simulations)
         assert considered_visits_table(considered, simulations) == [list(r) for r in expected]
+
+
+@pytest.mark.parametrize("rescale_values", [True, False])
+@pytest.mark.parametrize("use_mixed_value", [True, False])
+def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value):
+    """The completed Q of each node's children equals mctx's transform on a one-node tree
+    holding the same statistics, for nodes with no visited child, some, and all."""
+    from azx.search._qtransforms import completed_q
+
+    rows, actions = 64, 7
+    keys = jax.random.split(jax.random.key(3), 5)
+    visits = jax.random.randint(keys[0], (rows, actions), 0, 4)
+    visits = visits.at[:8].set(0).at[8:16].add(1)  # none visited; all visited
+    q = jax.random.uniform(keys[1], (rows, actions), minval=-1.0, maxval=1.0)
+    q = jnp.where(visits > 0, q, 0.0)
+    logits = jax.random.normal(keys[2], (rows, actions))
+    raw_value = jax.random.uniform(keys[3], (rows,), minval=-1.0, maxval=1.0)
+    constants = dict(value_scale=0.1, maxvisit_init=50.0, rescale_values=rescale_values)
+    constants["use_mixed_value"] = use_mixed_value
+
+    def reference(visits, q, logits, raw_value):
+        tree = mctx.Tree(
+            node_visits=jnp.sum(visits)[None] + 1,
+            raw_values=raw_value[None],
+            node_values=raw_value[None],
+            parents=jnp.full((1,), -1),
+            action_from_parent=jnp.full((1,), -1),
+            children_index=jnp.full((1, actions), -1),
+            children_prior_logits=logits[None],
+            children_visits=visits[None],
+            children_rewards=jnp.zeros((1, actions)),
+            children_discounts=jnp.ones((1, actions)),
+            children_values=q[None],
+            embeddings=jnp.zeros((1,)),
+            root_invalid_actions=jnp.zeros((actions,)),
+            extra_data=None,
+        )
+        return mctx.qtransform_completed_by_mix_value(tree, 0, **constants)
+
+    with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
+        expected = jax.vmap(reference)(visits, q, logits, raw_value)
+    got = completed_q(raw_value, q, visits, jax.nn.softmax(logits), **constants)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-6, atol=1e-6)

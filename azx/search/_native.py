@@ -38,6 +38,7 @@ from ._qtransforms import (
     considered_visits_table,
     halving_choices_table,
     puct_value_score,
+    reduce_actions,
 )
 from ._tree import (
     DISCOUNT,
@@ -994,12 +995,11 @@ class Gumbel(AbstractSearch):
         # softmax(logits + completed Q), computed from the stored prior probabilities as
         # `prior * exp(completed Q)`, normalised.
         completed = self._completed_q(node)
-        top = jnp.max(completed, axis=-1, keepdims=True)
+        top, total = reduce_actions((completed, jax.lax.max), (node.visits, jax.lax.add))
         legal = node.legal_action_mask
-        weights = jnp.where(legal, node.prior * jnp.exp(completed - top), 0.0)
+        weights = jnp.where(legal, node.prior * jnp.exp(completed - top[:, None]), 0.0)
         improved = weights / jnp.sum(weights, axis=-1, keepdims=True)
-        total = jnp.sum(node.visits, axis=-1, keepdims=True)
-        return _masked_argmax(improved - node.visits / (1.0 + total), legal)
+        return _masked_argmax(improved - node.visits / (1.0 + total[:, None]), legal)
 
     def _ordered_simulations(
         self,

@@ -4,6 +4,9 @@ Every function works on the children of a batch of nodes: arrays `[..., num_acti
 with per-node scalars `[...]`, so the native search calls them once for a whole batch.
 """
 
+from collections.abc import Callable
+
+import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Real
 
@@ -34,23 +37,21 @@ def puct_value_score(
     return jnp.where(visited, scaled, 0.0)
 
 
-def mixed_value(
-    raw_value: Float[Array, " *nodes"],
-    q: Float[Array, "*nodes num_actions"],
-    visits: Real[Array, "*nodes num_actions"],
-    prior: Float[Array, "*nodes num_actions"],
-) -> Float[Array, " *nodes"]:
-    """The value estimate that completes unvisited Q (Danihelka et al. 2022, appendix D):
-    the network value mixed with the prior-weighted Q of the visited children. `prior`
-    holds the prior's probabilities (any value where unvisited)."""
-    visited = visits > 0
-    # Guards the division below when every visited child has underflowed to probability 0.
-    probs = jnp.maximum(jnp.finfo(prior.dtype).tiny, prior)
-    total_visits = jnp.sum(visits, axis=-1).astype(q.dtype)
-    visited_mass = jnp.sum(jnp.where(visited, probs, 0.0), axis=-1)
-    denominator = jnp.where(visited, visited_mass[..., None], 1.0)
-    weighted_q = jnp.sum(jnp.where(visited, probs * q / denominator, 0.0), axis=-1)
-    return (raw_value + total_visits * weighted_q) / (total_visits + 1.0)
+_IDENTITIES = {jax.lax.add: 0.0, jax.lax.min: jnp.inf, jax.lax.max: -jnp.inf}
+
+
+def reduce_actions(*terms: tuple[Array, Callable]) -> tuple[Array, ...]:
+    """Several reductions over the last (action) axis in one pass: each term is an array
+    and `jax.lax.add`, `jax.lax.min` or `jax.lax.max`. XLA runs them as one kernel rather
+    than one each, which matters where every selection runs a handful of them over a few
+    actions; each result is the same as the reduction on its own."""
+    operands = tuple(x for x, _ in terms)
+    identities = tuple(jnp.asarray(_IDENTITIES[op], x.dtype) for x, op in terms)
+
+    def combine(left, right):
+        return tuple(op(a, b) for (_, op), a, b in zip(terms, left, right))
+
+    return tuple(jax.lax.reduce(operands, identities, combine, (operands[0].ndim - 1,)))
 
 
 def completed_q(
@@ -66,22 +67,46 @@ def completed_q(
     tree_low: Float[Array, " *nodes"] | None = None,
     tree_high: Float[Array, " *nodes"] | None = None,
 ) -> Float[Array, "*nodes num_actions"]:
-    """sigma(completed Q) of Gumbel MuZero: Q of visited children, the (mixed) value for
-    the others, rescaled to [0, 1] and scaled by `(maxvisit_init + max visits) * value_scale`.
-    `prior` holds the prior's probabilities (see `mixed_value`).
+    """sigma(completed Q) of Gumbel MuZero: Q of visited children and, for the others, the
+    network value or the mixed value (Danihelka et al. 2022, appendix D: the network value
+    mixed with the prior-weighted Q of the visited children), rescaled to [0, 1] and scaled
+    by `(maxvisit_init + max visits) * value_scale`. `prior` holds the prior's
+    probabilities (any value where unvisited).
 
     With `tree_low`/`tree_high`, the rescaling range also covers the whole tree's Q.
+
+    The operations are mctx's, in its order, but the reductions that can share a pass do:
+    the min and max of the completed Q come from those of the visited Q and the value
+    (exact, as min and max are).
     """
-    value = mixed_value(raw_value, q, visits, prior) if use_mixed_value else raw_value
-    completed = jnp.where(visits > 0, q, value[..., None])
+    visits = visits.astype(q.dtype)
+    visited = visits > 0
+    # Guards the division below when every visited child has underflowed to probability 0.
+    probs = jnp.maximum(jnp.finfo(prior.dtype).tiny, prior)
+    total_visits, max_visits, min_visits, visited_mass, visited_low, visited_high = reduce_actions(
+        (visits, jax.lax.add),
+        (visits, jax.lax.max),
+        (visits, jax.lax.min),
+        (jnp.where(visited, probs, 0.0), jax.lax.add),
+        (jnp.where(visited, q, jnp.inf), jax.lax.min),
+        (jnp.where(visited, q, -jnp.inf), jax.lax.max),
+    )
+    if use_mixed_value:
+        denominator = jnp.where(visited, visited_mass[..., None], 1.0)
+        weighted_q = jnp.sum(jnp.where(visited, probs * q / denominator, 0.0), axis=-1)
+        value = (raw_value + total_visits * weighted_q) / (total_visits + 1.0)
+    else:
+        value = raw_value
+    completed = jnp.where(visited, q, value[..., None])
+    some_unvisited = min_visits == 0
+    low = jnp.where(some_unvisited, jnp.minimum(visited_low, value), visited_low)
+    high = jnp.where(some_unvisited, jnp.maximum(visited_high, value), visited_high)
     if rescale_values or tree_low is not None:
-        low = jnp.min(completed, axis=-1)
-        high = jnp.max(completed, axis=-1)
         if tree_low is not None and tree_high is not None:
             low = jnp.minimum(low, tree_low)
             high = jnp.maximum(high, tree_high)
-        completed = (completed - low[..., None]) / jnp.maximum(high - low, EPSILON)[..., None]
-    max_visits = jnp.max(visits, axis=-1).astype(q.dtype)
+        scale = jnp.maximum(high - low, EPSILON)
+        completed = (completed - low[..., None]) / scale[..., None]
     return ((maxvisit_init + max_visits) * value_scale)[..., None] * completed
 
 
