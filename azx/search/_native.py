@@ -537,12 +537,12 @@ def _backup_lockstep(
 
 def _start(
     tree: Tree,
-    env_state: EnvState,
     evaluation: Evaluation,
     root_prior: Float[Array, "batch num_actions"],
     reuse_tree: bool,
 ) -> Tree:
-    """Put the given root states into slot 0, keeping reused statistics where present."""
+    """Put the roots' statistics and prior into slot 0, keeping reused statistics where
+    present (the roots' states go in with the others in `_run`)."""
     fresh = tree.num_nodes == 0
     if not reuse_tree:
         fresh = jnp.ones_like(fresh)
@@ -575,7 +575,6 @@ def _start(
             t.edge_visits,
             t.edge_q,
             t.selection_prior,
-            t.state_words,
             t.num_nodes,
         ),
         tree,
@@ -585,7 +584,6 @@ def _start(
             keep_or(tree.edge_visits, 0.0),
             keep_or(tree.edge_q, 0.0),
             set_root(tree.selection_prior, root_prior),
-            set_root(tree.state_words, pack_state(tree.state_layout, env_state)),
             jnp.where(fresh, 1, tree.num_nodes),
         ),
     )
@@ -604,6 +602,7 @@ def _run(
     net: Any,
     env: AbstractEnv,
     tree: Tree,
+    env_state: EnvState,
     root_select: Callable[
         [Tree, Int[Array, ""], Int[Array, "batch num_actions"], Any], Int[Array, " batch"]
     ]
@@ -693,13 +692,14 @@ def _run(
             search_visits = search_visits + (root_hot & root_moves[:, None]).astype(jnp.int32)
         return tree, words, search_visits, path, staging
 
-    # The nodes' states, in `_slot_major` order for the search and in the tree's at the end.
+    # The nodes' states, in `_slot_major` order for the search and in the tree's at the end
+    # (`_start` leaves them alone). Without reuse nothing in the tree's words is kept, and
+    # their array serves as the buffer as it is.
     if search.reuse_tree:
         words = _slot_major(tree.state_words)
     else:
-        # Only the root's state is there to keep: no need to reorder the others.
-        words = jnp.zeros((capacity * batch_size, tree.state_layout.words), jnp.uint32)
-        words = jax.lax.dynamic_update_slice(words, tree.state_words[:, ROOT_INDEX], (0, 0))
+        words = tree.state_words.reshape(capacity * batch_size, -1)
+    words = jax.lax.dynamic_update_slice(words, pack_state(tree.state_layout, env_state), (0, 0))
     search_visits = jnp.zeros((batch_size, num_actions), jnp.int32)
     # One spare row, so that the updates in `_parent_state` never cover a whole buffer (XLA
     # would then drop the buffer and fuse the update into its readers).
@@ -891,7 +891,7 @@ class PUCT(AbstractSearch):
         logits = jnp.log(jnp.maximum(noisy, jnp.finfo(jnp.float32).tiny))
         logits = jnp.where(legal, logits - jnp.max(logits, axis=-1, keepdims=True), ILLEGAL_LOGIT)
         root_prior = _prior_probabilities(logits, legal)
-        tree = _start(tree, env_state, evaluation, root_prior, self.reuse_tree)
+        tree = _start(tree, evaluation, root_prior, self.reuse_tree)
 
         # The root is selected like every other node, inside the descent.
         tree, _ = _run(
@@ -899,6 +899,7 @@ class PUCT(AbstractSearch):
             net,
             env,
             tree,
+            env_state,
             None,
             self._select,
             self._selection_prior,
@@ -1099,7 +1100,7 @@ class Gumbel(AbstractSearch):
             lambda k: jax.random.gumbel(k, logits.shape[1:], jnp.float32)
         )(gumbel_key)
         root_prior = _prior_probabilities(logits, legal)
-        tree = _start(tree, env_state, evaluation, root_prior, self.reuse_tree)
+        tree = _start(tree, evaluation, root_prior, self.reuse_tree)
 
         table = considered_visits_table(self.max_num_considered_actions, self.num_simulations)
         num_legal = jnp.sum(legal.astype(jnp.int32), axis=-1)
@@ -1136,6 +1137,7 @@ class Gumbel(AbstractSearch):
             net,
             env,
             tree,
+            env_state,
             root_select,
             self._select,
             self._selection_prior,
