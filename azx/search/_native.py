@@ -358,6 +358,13 @@ def _slot_major(words: UInt32[Array, "batch capacity words"]) -> UInt32[Array, "
     return jnp.swapaxes(words, 0, 1).reshape(-1, words.shape[-1])
 
 
+def _batch_major(
+    words: UInt32[Array, "nodes words"], batch_size: int
+) -> UInt32[Array, "batch capacity words"]:
+    """The inverse of `_slot_major`."""
+    return jnp.swapaxes(words.reshape(-1, batch_size, words.shape[-1]), 0, 1)
+
+
 def _store_state(
     words: UInt32[Array, "nodes words"], slot: Int[Array, " batch"], state_words: Array
 ) -> UInt32[Array, "nodes words"]:
@@ -710,8 +717,9 @@ def _run(
     path = _path_buffer(batch_size, max_depth)
     carry = (tree, words, search_visits, path, (packed, leaf_staging))
     tree, words, search_visits, *_ = jax.lax.fori_loop(0, search.num_simulations, simulation, carry)
-    words = jnp.swapaxes(words.reshape(capacity, batch_size, -1), 0, 1)
-    return eqx.tree_at(lambda t: t.state_words, tree, words), search_visits
+    return eqx.tree_at(
+        lambda t: t.state_words, tree, _batch_major(words, batch_size)
+    ), search_visits
 
 
 #: States of at most this many words are gathered leaf by leaf (`_parent_state`).
@@ -1068,17 +1076,20 @@ class Gumbel(AbstractSearch):
         roomy = jnp.all(tree.num_nodes + self.num_simulations <= tree.capacity)
         return jnp.any(halving | first_round_choice, axis=0) | ~roomy
 
-    def _halving_score(
+    def _halving_choice(
         self,
         considered_visits: Int[Array, " batch"],
         search_visits: Int[Array, "batch num_actions"],
         gumbel: Float[Array, "batch num_actions"],
         logits: Float[Array, "batch num_actions"],
         completed: Float[Array, "batch num_actions"] | float,
-    ) -> Float[Array, "batch num_actions"]:
-        # Only actions with exactly the visit count the schedule asks for are candidates.
+        legal: Bool[Array, "batch num_actions"],
+    ) -> Int[Array, " batch"]:
+        """The legal action with the best halving score `gumbel + logits + completed`
+        among those with exactly the visit count the schedule asks for."""
         score = jnp.maximum(ILLEGAL_LOGIT, gumbel + logits + completed)
-        return jnp.where(search_visits == considered_visits[:, None], score, -jnp.inf)
+        score = jnp.where(search_visits == considered_visits[:, None], score, -jnp.inf)
+        return _masked_argmax(score, legal)
 
     def __call__(
         self,
@@ -1114,19 +1125,20 @@ class Gumbel(AbstractSearch):
         def root_select(tree, index, search_visits, tree_range):
             considered = jax.lax.dynamic_index_in_dim(schedule, index, axis=1, keepdims=False)
 
+            def choose(completed):
+                return self._halving_choice(
+                    considered, search_visits, gumbel, logits, completed, legal
+                )
+
             def by_score():
                 # The root's prior as a constant rather than read from the tree (it does
                 # not change during the search), so that no simulation gathers it.
                 root = eqx.tree_at(lambda n: n.prior, _root_node(tree, tree_range), root_prior)
-                score = self._halving_score(
-                    considered, search_visits, gumbel, logits, self._completed_q(root)
-                )
-                return _masked_argmax(score, legal)
+                return choose(self._completed_q(root))
 
             def in_any_order():
                 # Without completed Q the score is a loop constant, computed once.
-                score = self._halving_score(considered, search_visits, gumbel, logits, 0.0)
-                return _masked_argmax(score, legal)
+                return choose(0.0)
 
             if ordered is None:
                 return by_score()
@@ -1147,9 +1159,7 @@ class Gumbel(AbstractSearch):
         root = _root_node(tree, tree_range)
         completed = self._completed_q(root)
         most_visits = jnp.max(search_visits, axis=-1)
-        action = _masked_argmax(
-            self._halving_score(most_visits, search_visits, gumbel, logits, completed), legal
-        )
+        action = self._halving_choice(most_visits, search_visits, gumbel, logits, completed, legal)
         policy_target = jax.nn.softmax(jnp.where(legal, logits + completed, ILLEGAL_LOGIT), axis=-1)
         return SearchOutput(
             action=action, policy_target=policy_target, root_value=tree.value[:, 0], tree=tree
