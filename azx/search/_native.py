@@ -187,10 +187,8 @@ def _descend(
 
     def cond(carry):
         depth, cursor = carry[:2]
-        if finish_by_row:
-            more = jnp.sum((cursor >= 0).astype(jnp.int32)) > batch_size // _ROW_FINISH
-        else:
-            more = jnp.any(cursor >= 0)
+        descending = _count(cursor >= 0)
+        more = descending > (batch_size // _ROW_FINISH if finish_by_row else 0)
         return (depth < max_depth) & more
 
     def body(carry):
@@ -210,6 +208,20 @@ def _descend(
     if finish_by_row:
         return _finish_by_row(tree, select, tree_range, max_depth, depth, cursor, path, edges)
     return path, edges
+
+
+def _count(mask: Bool[Array, " rows"]) -> Int[Array, ""]:
+    """The number of true entries, summed in two explicit stages (blocks of 32, then the
+    blocks' sums). XLA:CPU turns one sum over more than 32 elements into a windowed
+    reduction and a second reduction, two kernels apart from what feeds and reads them;
+    two stages of its own it compiles into one kernel with both (a descent level's loop
+    condition: one kernel instead of three)."""
+    x = mask.astype(jnp.int32)
+    if x.shape[0] <= 32:
+        return jnp.sum(x)
+    x = jnp.pad(x, (0, -x.shape[0] % 32)).reshape(-1, 32)
+    # The barrier keeps XLA from merging the stages back into one sum before fusion.
+    return jnp.sum(jax.lax.optimization_barrier(jnp.sum(x, axis=1)))
 
 
 def _selection_arrays(tree: Tree) -> tuple[Array, ...]:
