@@ -138,6 +138,14 @@ def play(env: AbstractEnv, move_lists: list[list[int]]):
     return _play(env, jnp.asarray(padded, jnp.int32))
 
 
+@eqx.filter_jit
+def search_uniform(search, env: AbstractEnv, states, key):
+    """One search from a fresh tree with no knowledge but the rules: a uniform prior and
+    zero value."""
+    net = azx.nets.UniformPolicy(env.num_actions)
+    return search(net, env, search.init(env, states.current_player.shape[0]), states, key=key)
+
+
 def mlp(env: AbstractEnv, seed: int, bounded_value: bool = True):
     return azx.nets.MLP(
         env.observation_shape,

@@ -3,31 +3,17 @@ against the Dirichlet distribution's marginals, its sampled actions against
 `visits ** (1 / temperature)`, and Gumbel's root perturbation against the Gumbel
 distribution, each with a test of fit from scipy."""
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.stats
+from test_search_common import play, search_uniform
 
 import azx
 from azx.search import PUCT, Gumbel
 
 
 ROWS = 3000
-
-
-def _roots(env, rows, moves=()):
-    state = env.init(jax.random.key(0))
-    for action in moves:
-        state = env.step(state, jnp.int32(action), jax.random.key(0))
-    return jax.tree.map(lambda x: jnp.broadcast_to(x, (rows, *x.shape)), state)
-
-
-@eqx.filter_jit
-def _search(search, env, states, key):
-    net = azx.nets.UniformPolicy(env.num_actions)
-    return search(net, env, search.init(env, states.current_player.shape[0]), states, key=key)
 
 
 @pytest.mark.parametrize("alpha", [0.3, 2.0])
@@ -37,12 +23,12 @@ def test_puct_root_noise_follows_the_dirichlet_distribution(alpha):
     # Beta(alpha, (n - 1) * alpha). Here 5 of tic-tac-toe's 9 cells are free. (At this
     # size an alpha of 0.33 in place of 0.3 fails the test.)
     env = azx.envs.make("tic_tac_toe")
-    moves = (0, 4, 8, 2)
+    moves = [0, 4, 8, 2]
     search = PUCT(1, dirichlet_alpha=alpha, dirichlet_fraction=1.0)
-    out = _search(search, env, _roots(env, ROWS, moves), jax.random.key(1))
+    out = search_uniform(search, env, play(env, [moves] * ROWS), jax.random.key(1))
     prior = np.asarray(out.tree.selection_prior[:, 0], np.float64)
     legal = np.ones(9, bool)
-    legal[list(moves)] = False
+    legal[moves] = False
     assert np.all(prior[:, ~legal] == -np.inf)
     np.testing.assert_allclose(prior[:, legal].sum(axis=1), 1.0, rtol=1e-5)
     # One component per row (rows are independent, a row's components are not).
@@ -62,7 +48,7 @@ def test_puct_samples_actions_by_their_visits(temperature):
     # a temperature of 0.8 or 1.25 in place of 1 fails this test by a wide margin.
     env = azx.envs.make("tic_tac_toe")
     search = PUCT(24, dirichlet_fraction=0.0, temperature=temperature)
-    out = _search(search, env, _roots(env, ROWS, (0, 3, 1)), jax.random.key(2))
+    out = search_uniform(search, env, play(env, [[0, 3, 1]] * ROWS), jax.random.key(2))
     target = np.asarray(out.policy_target)
     np.testing.assert_array_equal(target, np.broadcast_to(target[0], target.shape))
     assert target[0].max() > 2 * np.sort(target[0])[-2]
@@ -82,7 +68,7 @@ def test_gumbel_root_noise_follows_the_gumbel_distribution():
     # action with probability 1 / n, independently per row.
     env = azx.envs.make("tic_tac_toe")
     search = Gumbel(1, max_num_considered_actions=9)
-    out = _search(search, env, _roots(env, ROWS, (4,)), jax.random.key(3))
+    out = search_uniform(search, env, play(env, [[4]] * ROWS), jax.random.key(3))
     visited = np.asarray(out.tree.root_child_visits()).argmax(axis=1)
     counts = np.bincount(visited, minlength=9)
     assert counts[4] == 0

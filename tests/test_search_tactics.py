@@ -7,12 +7,11 @@ action 0 so that lowest-index tie-breaking cannot find them by accident, and eac
 is searched four times in the batch, with different Dirichlet or Gumbel noise.
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_search_common import play
+from test_search_common import play, search_uniform
 
 import azx
 from azx.search import PUCT, Gumbel
@@ -48,12 +47,6 @@ SIMULATIONS = {
 COPIES = 4
 
 
-@eqx.filter_jit
-def _search(search, env, states, key):
-    net = azx.nets.UniformPolicy(env.num_actions)
-    return search(net, env, search.init(env, states.current_player.shape[0]), states, key=key)
-
-
 @pytest.mark.parametrize("algo", ["puct", "gumbel"])
 @pytest.mark.parametrize("game", ["tic_tac_toe", "connect_four"])
 def test_finds_wins_and_blocks(game, algo):
@@ -65,7 +58,7 @@ def test_finds_wins_and_blocks(game, algo):
         search = PUCT(simulations, temperature=0.0)
     else:
         search = Gumbel(simulations)
-    output = _search(search, env, states, jax.random.key(0))
+    output = search_uniform(search, env, states, jax.random.key(0))
     actions = np.asarray(output.action).reshape(len(cases), COPIES)
     for index, ((moves, answers), found) in enumerate(zip(cases, actions)):
         if algo == "gumbel" and (game, index) in PUCT_ONLY:
@@ -85,6 +78,6 @@ def test_values_are_for_the_player_to_move():
     # Same configuration and batch size as the tic_tac_toe case above: no new compile.
     states = play(env, [[0, 1, 4, 8, 6]] * len(POSITIONS["tic_tac_toe"]) * COPIES)
     search = PUCT(SIMULATIONS["tic_tac_toe", "puct"], temperature=0.0)
-    output = _search(search, env, states, jax.random.key(1))
+    output = search_uniform(search, env, states, jax.random.key(1))
     assert np.all(np.asarray(output.root_value) < -0.5)
     assert jnp.all(output.policy_target.sum(axis=1) > 0.99)

@@ -370,6 +370,12 @@ def _slot_major(words: UInt32[Array, "batch capacity words"]) -> UInt32[Array, "
     return jnp.swapaxes(words, 0, 1).reshape(-1, words.shape[-1])
 
 
+def _slot_major_row(slot: Int[Array, " batch"]) -> Int[Array, " batch"]:
+    """The row of each batch row's node `slot` in `_slot_major` words."""
+    batch_size = slot.shape[0]
+    return slot * batch_size + jnp.arange(batch_size, dtype=slot.dtype)
+
+
 def _batch_major(
     words: UInt32[Array, "nodes words"], batch_size: int
 ) -> UInt32[Array, "batch capacity words"]:
@@ -382,10 +388,8 @@ def _store_state(
 ) -> UInt32[Array, "nodes words"]:
     """Write each row's packed state into its `slot` of `_slot_major` words (out of bounds:
     nothing is written)."""
-    batch_size = state_words.shape[0]
-    capacity = words.shape[0] // batch_size
-    batch = jnp.arange(batch_size, dtype=jnp.int32)
-    row = jnp.where(slot < capacity, slot * batch_size + batch, words.shape[0])
+    capacity = words.shape[0] // state_words.shape[0]
+    row = jnp.where(slot < capacity, _slot_major_row(slot), words.shape[0])
     return words.at[row].set(state_words, mode="drop")
 
 
@@ -646,11 +650,12 @@ def _run(
     actions = jnp.arange(num_actions, dtype=jnp.int32)[None, :]
 
     finish_by_row = search._row_finish and _row_loops(num_actions)
-    # What a given root action needs, constant through a search (no simulation writes the
-    # root's prior or its discount): which actions are legal and whether the root moves.
-    start = _root_node(tree)
-    root_legal = start.legal_action_mask
-    root_moves = start.stats[:, DISCOUNT] != 0
+    if root_select is not None:
+        # What a given root action needs, constant through a search (no simulation writes
+        # the root's prior or its discount): which actions are legal, whether the root moves.
+        start = _root_node(tree)
+        root_legal = start.legal_action_mask
+        root_moves = start.stats[:, DISCOUNT] != 0
 
     def simulation(index, carry):
         tree, words, search_visits, path, staging = carry
@@ -673,7 +678,7 @@ def _run(
         child = jnp.where(has_edge, _take(tree.children.reshape(-1), last_edge), UNVISITED)
         expand = has_edge & (child == UNVISITED)
         staging, parent_state = _parent_state(
-            tree.state_layout, words, parent * batch_size + batch, staging
+            tree.state_layout, words, _slot_major_row(parent), staging
         )
         step = transition(
             net,
