@@ -116,11 +116,38 @@ def _tree_q_range(tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " ba
     return low, high
 
 
+def _masked_best(
+    score: Float[Array, "batch num_actions"], legal_action_mask: Bool[Array, "batch num_actions"]
+) -> tuple[Int[Array, " batch"], Float[Array, " batch"]]:
+    """The legal action with the highest score and that score (`-inf`, with action 0, where
+    no action is legal), in one reduction.
+
+    Ties go to the lowest index, as with `jnp.argmax`, so a search without noise is
+    deterministic. Unlike `jnp.argmax` it does not look for NaN, which no score is: that
+    makes the scalar code of the row loops (`_finish_by_row`) about a fifth faster.
+    """
+    masked = jnp.where(legal_action_mask, score, -jnp.inf)
+    index = jax.lax.broadcasted_iota(jnp.int32, masked.shape, masked.ndim - 1)
+
+    def better(a, b):
+        (a_score, a_index), (b_score, b_index) = a, b
+        a_wins = (a_score > b_score) | ((a_score == b_score) & (a_index < b_index))
+        return jnp.where(a_wins, a_score, b_score), jnp.where(a_wins, a_index, b_index)
+
+    identity = (jnp.float32(-jnp.inf), jnp.int32(jnp.iinfo(jnp.int32).max))
+    best, action = jax.lax.reduce((masked, index), identity, better, (masked.ndim - 1,))
+    return action, best
+
+
+#: A selection rule: each row's chosen action at its node and that action's score
+#: (`_masked_best`).
+_Select = Callable[[_Node], tuple[Int[Array, " batch"], Float[Array, " batch"]]]
+
+
 def _masked_argmax(
     score: Float[Array, "batch num_actions"], legal_action_mask: Bool[Array, "batch num_actions"]
 ) -> Int[Array, " batch"]:
-    # Ties go to the lowest index, so a search without noise is deterministic.
-    return jnp.argmax(jnp.where(legal_action_mask, score, -jnp.inf), axis=-1).astype(jnp.int32)
+    return _masked_best(score, legal_action_mask)[0]
 
 
 #: On CPU, PUCT's lockstep descent stops once at most `batch_size // _ROW_FINISH` rows are
@@ -141,7 +168,7 @@ def _row_loops(num_actions: int) -> bool:
 
 def _descend(
     tree: Tree,
-    select: Callable[[_Node], Int[Array, " batch"]],
+    select: _Select,
     tree_range,
     max_depth: int,
     root: tuple[Int[Array, " batch"], Bool[Array, " batch"]] | None,
@@ -249,16 +276,16 @@ def _step(arrays, rows, read, select, tree_range):
         tree_low=None if tree_range is None else tree_range[0],
         tree_high=None if tree_range is None else tree_range[1],
     )
-    action = select(node)
-    legal = jnp.take_along_axis(node.prior, action[:, None], axis=1)[:, 0] > -jnp.inf
-    go = (node.stats[:, DISCOUNT] != 0) & legal  # discount 0: terminal
+    action, best = select(node)
+    # A legal action's score is finite: `-inf` means the node has none.
+    go = (node.stats[:, DISCOUNT] != 0) & (best > -jnp.inf)  # discount 0: terminal
     edge = rows * prior.shape[1] + action
     return edge, go, _take(children, edge)
 
 
 def _finish_by_row(
     tree: Tree,
-    select: Callable[[_Node], Int[Array, " batch"]],
+    select: _Select,
     tree_range,
     max_depth: int,
     depth: Int[Array, ""],
@@ -630,7 +657,7 @@ def _run(
         [Tree, Int[Array, ""], Int[Array, "batch num_actions"], Any], Int[Array, " batch"]
     ]
     | None,
-    interior_select: Callable[[_Node], Int[Array, " batch"]],
+    interior_select: _Select,
     selection_prior: Callable[[Evaluation], Float[Array, "batch num_actions"]],
     key: PRNGKeys,
 ) -> tuple[Tree, Int[Array, "batch num_actions"]]:
@@ -880,7 +907,7 @@ class PUCT(AbstractSearch):
     def _selection_prior(self, evaluation: Evaluation) -> Float[Array, "batch num_actions"]:
         return _prior_probabilities(evaluation.logits, evaluation.legal_action_mask)
 
-    def _select(self, node: _Node) -> Int[Array, " batch"]:
+    def _select(self, node: _Node) -> tuple[Int[Array, " batch"], Float[Array, " batch"]]:
         node_visits = node.stats[:, VISITS]
         exploration = self.c_init + jnp.log((node_visits + self.c_base + 1.0) / self.c_base)
         coefficient = jnp.sqrt(node_visits) * exploration
@@ -888,7 +915,7 @@ class PUCT(AbstractSearch):
         value_score = puct_value_score(
             node.q, node.visits > 0, node.stats[:, VALUE], node.tree_low, node.tree_high
         )
-        return _masked_argmax(value_score + policy_score, node.legal_action_mask)
+        return _masked_best(value_score + policy_score, node.legal_action_mask)
 
     def __call__(
         self,
@@ -1052,7 +1079,7 @@ class Gumbel(AbstractSearch):
             tree_high=node.tree_high,
         )
 
-    def _select(self, node: _Node) -> Int[Array, " batch"]:
+    def _select(self, node: _Node) -> tuple[Int[Array, " batch"], Float[Array, " batch"]]:
         # Visit frequencies that track the improved policy (the paper's section 5),
         # softmax(logits + completed Q), computed from the stored prior probabilities as
         # `prior * exp(completed Q)`, normalised.
@@ -1061,7 +1088,7 @@ class Gumbel(AbstractSearch):
         legal = node.legal_action_mask
         weights = jnp.where(legal, node.prior * jnp.exp(completed - top[:, None]), 0.0)
         improved = weights / jnp.sum(weights, axis=-1, keepdims=True)
-        return _masked_argmax(improved - node.visits / (1.0 + total[:, None]), legal)
+        return _masked_best(improved - node.visits / (1.0 + total[:, None]), legal)
 
     def _ordered_simulations(
         self,

@@ -29,8 +29,9 @@ def puct_value_score(
     """
     if tree_low is None or tree_high is None:
         safe_q = jnp.where(visited, q, node_value[..., None])
-        low = jnp.minimum(node_value, jnp.min(safe_q, axis=-1))
-        high = jnp.maximum(node_value, jnp.max(safe_q, axis=-1))
+        low, high = reduce_actions((safe_q, jax.lax.min), (safe_q, jax.lax.max))
+        low = jnp.minimum(node_value, low)
+        high = jnp.maximum(node_value, high)
         completed = jnp.where(visited, q, low[..., None])
         return (completed - low[..., None]) / jnp.maximum(high - low, EPSILON)[..., None]
     scaled = (q - tree_low[..., None]) / jnp.maximum(tree_high - tree_low, EPSILON)[..., None]
