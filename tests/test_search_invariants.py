@@ -329,3 +329,18 @@ def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
         entry = _entry(jax.jit(fn).lower(*args).compile().as_text())
         assert 'xla_cpu_small_call="true"' in entry
         assert " while(" not in entry
+
+
+def test_masked_best_matches_argmax_and_max():
+    """Selection's one-reduction argmax (`_masked_best`) against `jnp.argmax` and `jnp.max`
+    of the masked scores: scores on a coarse grid, so that most rows have ties (the lowest
+    index wins), and rows with no legal action (action 0, score -inf)."""
+    keys = jax.random.split(jax.random.key(0), 3)
+    score = jnp.round(2.0 * jax.random.normal(keys[0], (512, 7))) / 2.0
+    legal = jax.random.bernoulli(keys[1], 0.6, (512, 7))
+    legal = legal.at[:8].set(False)
+    action, best = jax.jit(azx.search._native._masked_best)(score, legal)
+    masked = jnp.where(legal, score, -jnp.inf)
+    np.testing.assert_array_equal(action, jnp.argmax(masked, axis=-1))
+    np.testing.assert_array_equal(best, jnp.max(masked, axis=-1))
+    assert np.all(np.asarray(best[:8]) == -np.inf)

@@ -134,7 +134,7 @@ def _masked_best(
         a_wins = (a_score > b_score) | ((a_score == b_score) & (a_index < b_index))
         return jnp.where(a_wins, a_score, b_score), jnp.where(a_wins, a_index, b_index)
 
-    identity = (jnp.float32(-jnp.inf), jnp.int32(jnp.iinfo(jnp.int32).max))
+    identity = (jnp.asarray(-jnp.inf, masked.dtype), jnp.int32(jnp.iinfo(jnp.int32).max))
     best, action = jax.lax.reduce((masked, index), identity, better, (masked.ndim - 1,))
     return action, best
 
