@@ -34,11 +34,10 @@ from ._config import (
 )
 from ._model import ILLEGAL_LOGIT, Evaluation, check_players, evaluate, row_keys, transition
 from ._qtransforms import (
-    completed_q,
+    completed_q_parts,
     considered_visits_table,
     halving_choices_table,
     puct_value_score,
-    reduce_actions,
 )
 from ._tree import (
     DISCOUNT,
@@ -1066,7 +1065,10 @@ class Gumbel(AbstractSearch):
         return _prior_probabilities(evaluation.logits, evaluation.legal_action_mask)
 
     def _completed_q(self, node: _Node) -> Float[Array, "batch num_actions"]:
-        return completed_q(
+        return self._completed_q_parts(node)[0]
+
+    def _completed_q_parts(self, node: _Node) -> tuple[Array, Array, Array]:
+        return completed_q_parts(
             node.stats[:, RAW_VALUE],
             node.q,
             node.visits,
@@ -1083,8 +1085,7 @@ class Gumbel(AbstractSearch):
         # Visit frequencies that track the improved policy (the paper's section 5),
         # softmax(logits + completed Q), computed from the stored prior probabilities as
         # `prior * exp(completed Q)`, normalised.
-        completed = self._completed_q(node)
-        top, total = reduce_actions((completed, jax.lax.max), (node.visits, jax.lax.add))
+        completed, top, total = self._completed_q_parts(node)
         legal = node.legal_action_mask
         weights = jnp.where(legal, node.prior * jnp.exp(completed - top[:, None]), 0.0)
         improved = weights / jnp.sum(weights, axis=-1, keepdims=True)

@@ -80,6 +80,41 @@ def completed_q(
     the min and max of the completed Q come from those of the visited Q and the value
     (exact, as min and max are).
     """
+    return completed_q_parts(
+        raw_value,
+        q,
+        visits,
+        prior,
+        value_scale=value_scale,
+        maxvisit_init=maxvisit_init,
+        rescale_values=rescale_values,
+        use_mixed_value=use_mixed_value,
+        tree_low=tree_low,
+        tree_high=tree_high,
+    )[0]
+
+
+def completed_q_parts(
+    raw_value: Float[Array, " *nodes"],
+    q: Float[Array, "*nodes num_actions"],
+    visits: Real[Array, "*nodes num_actions"],
+    prior: Float[Array, "*nodes num_actions"],
+    *,
+    value_scale: float,
+    maxvisit_init: float,
+    rescale_values: bool,
+    use_mixed_value: bool,
+    tree_low: Float[Array, " *nodes"] | None = None,
+    tree_high: Float[Array, " *nodes"] | None = None,
+) -> tuple[Float[Array, "*nodes num_actions"], Float[Array, " *nodes"], Float[Array, " *nodes"]]:
+    """`completed_q`, with two by-products that cost no pass of their own: its maximum
+    over the actions, and the node's total visits.
+
+    The maximum is the same function applied to the largest of the Q and values being
+    completed, which rounds to the largest of the results: each operation on the way
+    (subtracting, dividing by a positive scale, multiplying by a positive coefficient) is
+    monotone in floating point too.
+    """
     visits = visits.astype(q.dtype)
     visited = visits > 0
     # Guards the division below when every visited child has underflowed to probability 0.
@@ -102,13 +137,16 @@ def completed_q(
     some_unvisited = min_visits == 0
     low = jnp.where(some_unvisited, jnp.minimum(visited_low, value), visited_low)
     high = jnp.where(some_unvisited, jnp.maximum(visited_high, value), visited_high)
+    top = high  # the largest entry of `completed`
     if rescale_values or tree_low is not None:
         if tree_low is not None and tree_high is not None:
             low = jnp.minimum(low, tree_low)
             high = jnp.maximum(high, tree_high)
         scale = jnp.maximum(high - low, EPSILON)
         completed = (completed - low[..., None]) / scale[..., None]
-    return ((maxvisit_init + max_visits) * value_scale)[..., None] * completed
+        top = (top - low) / scale
+    coefficient = (maxvisit_init + max_visits) * value_scale
+    return coefficient[..., None] * completed, coefficient * top, total_visits
 
 
 def considered_visits_table(max_num_considered_actions: int, num_simulations: int) -> list:
