@@ -322,7 +322,7 @@ def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
         (jnp.zeros(shape, jnp.int32), jnp.zeros(shape), jnp.zeros(shape), jnp.zeros(shape)),
     )
     for fn, args in [
-        (native._backup_rows, (tree, path, rows, jnp.ones(BATCH))),
+        (native._backup_rows, (tree, path, rows, rows, jnp.ones(BATCH))),
         (finish, (tree, path, rows + 1)),
         (finish, (widest, path, rows + 1)),
     ]:

@@ -425,9 +425,10 @@ _BACKUP_CHUNK = 4
 
 def _path_buffer(batch_size: int, max_depth: int) -> Int[Array, "batch columns"]:
     """The path of one simulation, one buffer for a whole search: column `p + 1` holds the
-    edge out of the `p`-th node (positions `0..max_depth`, the last for the leaf), column 0
-    the edge into the root (none), and enough columns after them for whole backup chunks
-    plus the position under the last one."""
+    edge out of the `p`-th node (positions `0..max_depth - 1`; the leaf, at most at
+    position `max_depth`, is given to `_backup` on its own), column 0 the edge into the
+    root (none), and enough columns after them for whole backup chunks plus the position
+    under the last one."""
     chunks = -(-(max_depth + 1) // _BACKUP_CHUNK)
     return jnp.full((batch_size, chunks * _BACKUP_CHUNK + 2), -1, jnp.int32)
 
@@ -436,13 +437,16 @@ def _backup(
     tree: Tree,
     path: Int[Array, "batch columns"],
     end: Int[Array, " batch"],
+    leaf: Int[Array, " batch"],
     leaf_value: Float[Array, " batch"],
 ) -> Tree:
     """Add one visit and one return to the node of every position `0..end` of `path`.
 
     `path` is a `_path_buffer`: column `p + 1` holds position `p`, the edge out of the
     `p`-th node, so that node's row is `path[:, p + 1] // num_actions` and the edge into it
-    is `path[:, p]`; what columns past a row's `end` hold does not matter. The returns are
+    is `path[:, p]`; but the node at position `end` is in flat row `leaf` (of
+    `_flat(tree.node_stats)`), whatever column `end + 1` holds, and what columns past it
+    hold does not matter. The returns are
     computed from the leaf up, `G_p = reward_{p+1} + discount_{p+1} * G_{p+1}` (the same
     order of operations as mctx), and each node's mean value and visit count are updated,
     and the visits and Q of the edge into it in its parent's row.
@@ -452,7 +456,7 @@ def _backup(
     """
     cpu = _backup_rows if _row_loops(tree.children.shape[2]) else _backup_lockstep
     return jax.lax.platform_dependent(
-        tree, path, end, leaf_value, cpu=cpu, default=_backup_lockstep
+        tree, path, end, leaf, leaf_value, cpu=cpu, default=_backup_lockstep
     )
 
 
@@ -460,6 +464,7 @@ def _backup_rows(
     tree: Tree,
     path: Int[Array, "batch columns"],
     end: Int[Array, " batch"],
+    leaf: Int[Array, " batch"],
     leaf_value: Float[Array, " batch"],
 ) -> Tree:
     """`_backup` one batch row at a time, one path position at a time, in scalars.
@@ -488,7 +493,7 @@ def _backup_rows(
         def position(carry):
             p, future, node_stats, edge_visits, edge_q = carry
             into, out = jax.lax.dynamic_slice(path, (b, p), (1, 2))[0]
-            row = jax.lax.div(out, num_actions)
+            row = jnp.where(p == end[b], leaf[b], jax.lax.div(out, num_actions))
             node_stats = update(node_stats, row, future)
             stats = jax.lax.dynamic_slice(node_stats, (row, 0), (1, NUM_NODE_STATS))[0]
             edge_visits = jax.lax.dynamic_update_slice(edge_visits, stats[VISITS, None], (into,))
@@ -525,6 +530,7 @@ def _backup_lockstep(
     tree: Tree,
     path: Int[Array, "batch columns"],
     end: Int[Array, " batch"],
+    leaf: Int[Array, " batch"],
     leaf_value: Float[Array, " batch"],
 ) -> Tree:
     """`_backup` for all rows in lockstep. A `while_loop` walks the path upwards `_BACKUP_CHUNK`
@@ -536,7 +542,7 @@ def _backup_lockstep(
     """
     batch_size, capacity, num_actions = tree.children.shape
     chunk = _BACKUP_CHUNK
-    offsets = jnp.arange(chunk, dtype=jnp.int32)[None, :]
+    offsets = jnp.arange(chunk + 1, dtype=jnp.int32)[None, :]
     no_row = batch_size * capacity
     no_edge = no_row * num_actions
     assert (VALUE, VISITS) == (0, 1)  # written together as one slice of each row
@@ -546,10 +552,12 @@ def _backup_lockstep(
         start = j * chunk
         # Columns: the edge into position `start`, then positions start .. start + chunk.
         window = jax.lax.dynamic_slice_in_dim(path, start, chunk + 2, axis=1)
+        positions = start + offsets  # of the window's columns after the first
         # Truncating division: cheaper than `//` and the same on non-negative numbers.
         rows = jax.lax.div(jnp.maximum(window[:, 1:], 0), num_actions)
+        rows = jnp.where(positions == end[:, None], leaf[:, None], rows)
         stats = _take(node_stats, rows)
-        positions = start + offsets
+        positions = positions[:, :chunk]
         returns = [None] * chunk
         for i in reversed(range(chunk)):
             future = jnp.where(
@@ -725,7 +733,6 @@ def _run(
         # its own network value (zero when terminal).
         leaf = jnp.where(store, slot, jnp.where(expand, parent, jnp.maximum(child, 0)))
         leaf = jnp.where(has_edge, leaf, ROOT_INDEX)
-        path = path.at[batch, num_edges + 1].set((roots + leaf) * num_actions)
         leaf_value = jnp.where(
             store,
             step.evaluation.value,
@@ -736,7 +743,7 @@ def _run(
             ),
         )
         end = jnp.where(expand & ~store, num_edges - 1, num_edges)
-        tree = _backup(tree, path, end, leaf_value)
+        tree = _backup(tree, path, end, roots + leaf, leaf_value)
         if root_select is not None:
             root_hot = actions == root_action[:, None]
             search_visits = search_visits + (root_hot & root_moves[:, None]).astype(jnp.int32)
