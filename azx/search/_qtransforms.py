@@ -60,13 +60,7 @@ def completed_q(
     q: Float[Array, "*nodes num_actions"],
     visits: Real[Array, "*nodes num_actions"],
     prior: Float[Array, "*nodes num_actions"],
-    *,
-    value_scale: float,
-    maxvisit_init: float,
-    rescale_values: bool,
-    use_mixed_value: bool,
-    tree_low: Float[Array, " *nodes"] | None = None,
-    tree_high: Float[Array, " *nodes"] | None = None,
+    **options,
 ) -> Float[Array, "*nodes num_actions"]:
     """sigma(completed Q) of Gumbel MuZero: Q of visited children and, for the others, the
     network value or the mixed value (Danihelka et al. 2022, appendix D: the network value
@@ -79,19 +73,10 @@ def completed_q(
     The operations are mctx's, in its order, but the reductions that can share a pass do:
     the min and max of the completed Q come from those of the visited Q and the value
     (exact, as min and max are).
+
+    `options`: the keyword arguments of `completed_q_parts`, which computes it.
     """
-    return completed_q_parts(
-        raw_value,
-        q,
-        visits,
-        prior,
-        value_scale=value_scale,
-        maxvisit_init=maxvisit_init,
-        rescale_values=rescale_values,
-        use_mixed_value=use_mixed_value,
-        tree_low=tree_low,
-        tree_high=tree_high,
-    )[0]
+    return completed_q_parts(raw_value, q, visits, prior, **options)[0]
 
 
 def completed_q_parts(
