@@ -1,10 +1,11 @@
-"""azx: AlphaZero in JAX, as small composable Equinox modules.
+"""azx: AlphaZero and PPO in JAX, as small composable Equinox modules.
 
-Subpackages: `azx.envs` (environments), `azx.nets` (policy-value networks),
-`azx.search` (batched MCTS), `azx.buffer` (episode replay buffer), `azx.alphazero`
-(the training step), `azx.arena` (agents, matches, Elo), `azx.parallel` (data
-parallelism over a device mesh), `azx.checkpoint` (orbax checkpoints), `azx.run` (run directories:
-`azx.load_run` opens what `azx train` wrote).
+Subpackages: `azx.envs` (environments), `azx.nets` (networks), `azx.search` (batched
+MCTS), `azx.buffer` (episode replay buffer), `azx.alphazero` (the AlphaZero training
+step), `azx.arena` (agents, matches, Elo),
+`azx.parallel` (data parallelism over a device mesh for any `azx.AbstractTrainer`),
+`azx.checkpoint` (orbax checkpoints), `azx.run` (run directories: `azx.load_run` opens what
+`azx train` wrote).
 """
 
 from . import (
@@ -19,6 +20,7 @@ from . import (
     run as run,
     search as search,
 )
+from ._trainer import AbstractTrainer as AbstractTrainer, AbstractTrainState as AbstractTrainState
 from .run import load_run as load_run
 
 

@@ -1,4 +1,4 @@
-from typing import Any
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
@@ -8,7 +8,8 @@ import optax
 from jaxtyping import Array, Float, Int, PyTree
 
 from .._numerics import third_party_numerics
-from .._types import EnvState, PRNGKey, PRNGKeys
+from .._trainer import AbstractTrainer, AbstractTrainState, row_keys, select_rows
+from .._types import EnvState, PRNGKey
 from ..buffer import Batch, BufferState, Experience, ReplayBuffer
 from ..envs import AbstractEnv
 from ..search import AbstractSearch
@@ -40,13 +41,21 @@ class Metrics(eqx.Module):
     """Positions in the buffer with a known value target."""
 
 
-class TrainState(eqx.Module):
+class TrainState(AbstractTrainState):
     """Everything that changes during training; every leaf is an array.
 
     Being arrays only, it is a valid `jax.lax.scan` carry and checkpoints as it is. Rows of
     `env_state`, `tree`, `buffer`, `episode_return` and `episode_length` are the games
     (sharded over devices by [`azx.parallel`][]); the rest is replicated.
     """
+
+    row_fields: ClassVar[tuple[str, ...]] = (
+        "env_state",
+        "tree",
+        "buffer",
+        "episode_return",
+        "episode_length",
+    )
 
     params: PyTree[Array]
     """The network's arrays; `net` puts them back into the network."""
@@ -63,12 +72,8 @@ class TrainState(eqx.Module):
     key: PRNGKey
     """The run's key; `AlphaZero.train` derives each step's key from it and `iteration`."""
     net_static: Any = eqx.field(static=True)
-    """The network's non-array parts (structure, activation functions, sizes)."""
-
-    @property
-    def net(self):
-        """The current network, a module mapping one observation to `(logits, value)`."""
-        return eqx.combine(self.params, self.net_static)
+    """The network's non-array parts (structure, activation functions, sizes); `net` puts
+    `params` back into them."""
 
 
 def _optimiser_init(optimiser, params):
@@ -93,20 +98,7 @@ def _zero_metrics() -> Metrics:
     )
 
 
-def _row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKeys:
-    # One key per game, derived from the game's global row index: a game's randomness is
-    # then the same whether its row sits on one device or is sharded over many.
-    return jax.vmap(jax.random.fold_in, (None, 0))(key, first_row + jnp.arange(rows))
-
-
-def _select_rows(mask, new, old):
-    def pick(a, b):
-        return jnp.where(jnp.reshape(mask, mask.shape + (1,) * (a.ndim - 1)), a, b)
-
-    return jax.tree.map(pick, new, old)
-
-
-class AlphaZero(eqx.Module):
+class AlphaZero(AbstractTrainer[TrainState]):
     """AlphaZero training: self-play with search, a replay buffer, and a learner.
 
     Configuration only (a frozen Module). `init` builds a [`azx.alphazero.TrainState`][];
@@ -179,6 +171,20 @@ class AlphaZero(eqx.Module):
         self.optimiser = optimiser
         self.axis_name = axis_name
 
+    @property
+    def num_envs(self) -> int:
+        return self.config.num_envs
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        """Moves played per `step` over all games."""
+        return self.config.num_envs * self.config.collect_steps
+
+    def with_axis_name(self, axis_name: str | None) -> "AlphaZero":
+        return AlphaZero(
+            self.env, self.search, self.config, optimiser=self.optimiser, axis_name=axis_name
+        )
+
     # --- construction ----------------------------------------------------------------
 
     def init(self, net: Any, *, key: PRNGKey) -> TrainState:
@@ -190,7 +196,7 @@ class AlphaZero(eqx.Module):
         - `key`: the run's random key (keyword-only).
         """
         rows = self.config.num_envs
-        env_keys = _row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows)
+        env_keys = row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows)
         env_state = jax.vmap(self.env.init)(env_keys)
         num_actions = self.env.num_actions
         example = Experience(
@@ -218,17 +224,9 @@ class AlphaZero(eqx.Module):
 
     # --- the training step -----------------------------------------------------------
 
-    def _sum(self, x):
-        return x if self.axis_name is None else jax.lax.psum(x, self.axis_name)
-
-    def _first_row(self, rows: int) -> Int[Array, ""]:
-        if self.axis_name is None:
-            return jnp.int32(0)
-        return (jax.lax.axis_index(self.axis_name) * rows).astype(jnp.int32)
-
     def _self_play_move(self, state: TrainState, key: PRNGKey, first_row):
         env, rows = self.env, state.episode_return.shape[0]
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(_row_keys(key, first_row, rows))
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(row_keys(key, first_row, rows))
         search_keys, step_keys, reset_keys = keys[:, 0], keys[:, 1], keys[:, 2]
         out = self.search(state.net, env, state.tree, state.env_state, key=search_keys)
         action = out.action
@@ -272,7 +270,7 @@ class AlphaZero(eqx.Module):
             jnp.sum(jnp.where(done, episode_length, 0), dtype=jnp.int32),
             jnp.sum(out.root_value),
         )
-        env_state = _select_rows(done, jax.vmap(env.init)(reset_keys), next_state)
+        env_state = select_rows(done, jax.vmap(env.init)(reset_keys), next_state)
         state = eqx.tree_at(
             lambda s: (s.env_state, s.tree, s.buffer, s.episode_return, s.episode_length),
             state,
@@ -297,7 +295,7 @@ class AlphaZero(eqx.Module):
         def sample_row(row_buffer, row_key):
             return self.buffer.sample(row_buffer, key=row_key, batch_size=per_row)
 
-        batch = jax.vmap(sample_row)(one_row, _row_keys(key, first_row, rows))
+        batch = jax.vmap(sample_row)(one_row, row_keys(key, first_row, rows))
         return jax.tree.map(lambda x: x.reshape((rows * per_row,) + x.shape[2:]), batch)
 
     def _augment(self, batch: Batch, key: PRNGKey, first_row) -> Batch:
@@ -308,7 +306,7 @@ class AlphaZero(eqx.Module):
         action_index = jnp.asarray(np.stack([s.action_index for s in symmetries]))
         rows = batch.mask.shape[0]
         per_row = self.config.batch_size // self.config.num_envs
-        keys = _row_keys(key, first_row, rows // per_row)
+        keys = row_keys(key, first_row, rows // per_row)
         choice = jax.vmap(lambda k: jax.random.randint(k, (per_row,), 0, len(symmetries)))(keys)
         choice = choice.reshape(-1)
 
@@ -339,8 +337,8 @@ class AlphaZero(eqx.Module):
 
         grads, parts = jax.grad(objective, has_aux=True)(state.params)
         # Sums over this shard's positions; add the shards up, then divide by the total.
-        count = self._sum(parts.count)
-        grads = jax.tree.map(lambda g: self._sum(g) / jnp.maximum(count, 1.0), grads)
+        count = self.sum_over_shards(parts.count)
+        grads = jax.tree.map(lambda g: self.sum_over_shards(g) / jnp.maximum(count, 1.0), grads)
         with third_party_numerics():
             updates, opt_state = self.optimiser.update(grads, state.opt_state, state.params)
         params = eqx.apply_updates(state.params, updates)
@@ -351,20 +349,22 @@ class AlphaZero(eqx.Module):
             (params, opt_state),
             (state.params, state.opt_state),
         )
-        parts = jax.tree.map(self._sum, parts)
+        parts = self.sum_over_shards(parts)
         return eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state)), parts
 
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the buffer; games
         that end are restarted. Sets the self-play fields of `state.metrics`."""
         rows = state.episode_return.shape[0]
-        first_row = self._first_row(rows)
+        first_row = self.first_row(rows)
 
         def play(state, index):
             return self._self_play_move(state, jax.random.fold_in(key, index), first_row)
 
         state, finished = jax.lax.scan(play, state, jnp.arange(self.config.collect_steps))
-        episodes, return_sum, length_sum, root_sum = (self._sum(jnp.sum(x)) for x in finished)
+        episodes, return_sum, length_sum, root_sum = (
+            self.sum_over_shards(jnp.sum(x)) for x in finished
+        )
         finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
         moves = self.config.num_envs * self.config.collect_steps
         return eqx.tree_at(
@@ -381,14 +381,14 @@ class AlphaZero(eqx.Module):
                 return_sum / finished_games,
                 length_sum.astype(jnp.float32) / finished_games,
                 root_sum / moves,
-                self._sum(self.buffer.num_valid(state.buffer)),
+                self.sum_over_shards(self.buffer.num_valid(state.buffer)),
             ),
         )
 
     def learn(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`train_steps` gradient updates on minibatches from the buffer (each skipped if
         no position has a known target yet). Sets the loss fields of `state.metrics`."""
-        first_row = self._first_row(state.episode_return.shape[0])
+        first_row = self.first_row(state.episode_return.shape[0])
 
         def update(state, index):
             return self._learn(state, jax.random.fold_in(key, index), first_row)
@@ -429,17 +429,3 @@ class AlphaZero(eqx.Module):
         play_key, learn_key = jax.random.split(key)
         state = self.learn(self.self_play(state, play_key), learn_key)
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
-
-    def env_steps(self, state: TrainState) -> int:
-        """Moves played so far over all games, by `step` (a Python int: no int32
-        overflow at accelerator rates)."""
-        return int(state.iteration) * self.config.num_envs * self.config.collect_steps
-
-    def train(self, state: TrainState, num_steps: int) -> TrainState:
-        """`num_steps` calls of `step` in one `lax.scan`, keyed by `state.key` and the
-        iteration number (so a resumed run continues exactly). Jit it."""
-
-        def body(state, _):
-            return self.step(state, jax.random.fold_in(state.key, state.iteration)), None
-
-        return jax.lax.scan(body, state, None, length=num_steps)[0]

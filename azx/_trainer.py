@@ -1,0 +1,134 @@
+"""What every azx trainer shares: the `init` / `step` / `train` contract, per-row randomness,
+and the sums over shards that make sharded training equal to single-device training.
+
+[`azx.alphazero.AlphaZero`][] and [`azx.ppo.PPO`][] implement it; [`azx.parallel`][] shards
+any implementation without knowing which one it is.
+"""
+
+import abc
+from typing import Any, ClassVar, Generic, TypeVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int, PyTree
+
+from ._types import PRNGKey, PRNGKeys
+from .envs import AbstractEnv
+
+
+class AbstractTrainState(eqx.Module):
+    """Everything that changes during training, arrays only (a `lax.scan` carry, and what a
+    checkpoint holds).
+
+    `row_fields` names the fields whose leading axis is the environment row: those are
+    split over devices by [`azx.parallel`][]; every other field is replicated.
+    """
+
+    row_fields: ClassVar[tuple[str, ...]]
+    params: eqx.AbstractVar[PyTree[Array]]
+    iteration: eqx.AbstractVar[Int[Array, ""]]
+    key: eqx.AbstractVar[PRNGKey]
+    net_static: eqx.AbstractVar[Any]
+
+    @property
+    def net(self):
+        """The current network (`params` put back into the network's static skeleton)."""
+        return eqx.combine(self.params, self.net_static)
+
+
+State = TypeVar("State", bound=AbstractTrainState)
+
+
+class AbstractTrainer(eqx.Module, Generic[State]):
+    """A training algorithm as configuration only: `init(net, *, key) -> state` and the pure
+    `step(state, key) -> state`, to be jitted, scanned or sharded by the caller.
+
+    Implementations run the same code on one device and inside `jax.shard_map`: with
+    `axis_name` set, `step` sees only its shard's environment rows and adds what must be
+    global (gradients, counts, metrics) over that mesh axis.
+    """
+
+    env: eqx.AbstractVar[AbstractEnv]
+    axis_name: eqx.AbstractVar[str | None]
+
+    @property
+    @abc.abstractmethod
+    def num_envs(self) -> int:
+        """Environment rows over all shards."""
+
+    @property
+    @abc.abstractmethod
+    def env_steps_per_iteration(self) -> int:
+        """Environment steps that one `step` takes over all rows."""
+
+    @abc.abstractmethod
+    def init(self, net: Any, *, key: PRNGKey) -> State:
+        """The state before training, with `net` as the network to train."""
+
+    @abc.abstractmethod
+    def step(self, state: State, key: PRNGKey) -> State:
+        """One training iteration. Pure: the same state and key give the same result."""
+
+    @abc.abstractmethod
+    def with_axis_name(self, axis_name: str | None) -> "AbstractTrainer[State]":
+        """The same trainer, for running `step` on one shard of a mesh axis."""
+
+    def check_shards(self, num_shards: int) -> None:
+        """Raise `ValueError` if the rows cannot be split evenly over `num_shards`."""
+        if self.num_envs % num_shards:
+            suggestion = max(num_shards, self.num_envs - self.num_envs % num_shards)
+            raise ValueError(
+                f"num_envs ({self.num_envs}) must be divisible by the number of devices "
+                f"({num_shards}); e.g. num_envs={suggestion}"
+            )
+
+    def env_steps(self, state: State) -> int:
+        """Environment steps taken so far over all rows (a Python int: no int32 overflow at
+        accelerator rates)."""
+        return int(state.iteration) * self.env_steps_per_iteration
+
+    def train(self, state: State, num_steps: int) -> State:
+        """`num_steps` calls of `step` in one `lax.scan`, keyed by `state.key` and the
+        iteration number (so a resumed run continues exactly). Jit it."""
+        return self.train_and_record(state, num_steps)[0]
+
+    def train_and_record(self, state: State, num_steps: int) -> tuple[State, Any]:
+        """`train`, also returning every step's `state.metrics`, stacked on a leading axis
+        of length `num_steps` (for logs that summarise all the steps of a call)."""
+
+        def body(state, _):
+            state = self.step(state, jax.random.fold_in(state.key, state.iteration))
+            return state, state.metrics
+
+        return jax.lax.scan(body, state, None, length=num_steps)
+
+    # --- helpers for implementations ---------------------------------------------------
+
+    def sum_over_shards(self, x: PyTree[Array]) -> PyTree[Array]:
+        """`x` added up over the mesh axis (itself when not sharded)."""
+        if self.axis_name is None:
+            return x
+        return jax.tree.map(lambda leaf: jax.lax.psum(leaf, self.axis_name), x)
+
+    def first_row(self, rows: int) -> Int[Array, ""]:
+        """Global index of this shard's first row, for a shard of `rows` rows."""
+        if self.axis_name is None:
+            return jnp.int32(0)
+        return (jax.lax.axis_index(self.axis_name) * rows).astype(jnp.int32)
+
+
+def row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKeys:
+    """One key per row, derived from the row's global index: a row's randomness is then
+    the same whether it sits on one device or is sharded over many."""
+    return jax.vmap(jax.random.fold_in, (None, 0))(key, first_row + jnp.arange(rows))
+
+
+def select_rows(mask: Bool[Array, "*rows"], new: PyTree[Array], old: PyTree[Array]):
+    """Per row, the leaves of `new` where `mask` holds and of `old` elsewhere (`mask` has
+    the leaves' leading axes: one value per row, or a single value for one row)."""
+
+    def pick(a, b):
+        return jnp.where(jnp.reshape(mask, mask.shape + (1,) * (a.ndim - mask.ndim)), a, b)
+
+    return jax.tree.map(pick, new, old)
