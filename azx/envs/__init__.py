@@ -1,6 +1,9 @@
-"""Environments: one interface, with a pgx adapter for every pgx game."""
+"""Environments: one interface, with adapters for pgx, gymnax and xminigrid."""
 
 from ._abstract import AbstractEnv as AbstractEnv
-from ._pgx import PgxEnv as PgxEnv, available as available, make as make
+from ._gymnax import GymnaxEnv as GymnaxEnv
+from ._pgx import PgxEnv as PgxEnv
+from ._registry import available as available, make as make
 from ._symmetry import Symmetry as Symmetry
 from ._wrappers import ScaleRewards as ScaleRewards
+from ._xminigrid import XMinigridEnv as XMinigridEnv, xland_ruleset as xland_ruleset

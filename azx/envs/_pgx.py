@@ -13,8 +13,8 @@ from ._abstract import AbstractEnv
 from ._symmetry import Symmetry, dihedral, mirror
 
 
-def available() -> tuple[str, ...]:
-    """Names accepted by [`azx.envs.make`][]: every environment pgx offers."""
+def pgx_names() -> tuple[str, ...]:
+    """Every environment pgx offers."""
     return tuple(pgx.available_envs())
 
 
@@ -124,23 +124,9 @@ class PgxEnv(AbstractEnv):
         return ()
 
 
-def make(name: str, *, max_episode_steps: int | None = None, **kwargs) -> PgxEnv:
-    """Make the pgx environment `name` as an [`azx.envs.AbstractEnv`][].
-
-    **Arguments:**
-
-    - `name`: one of [`azx.envs.available()`][azx.envs.available], e.g. `"tic_tac_toe"`,
-      `"connect_four"`, `"othello"`, `"go_9x9"`, `"2048"`, `"backgammon"`.
-    - `max_episode_steps`: truncate episodes after this many steps (default: never).
-    - `**kwargs`: passed to the pgx environment's constructor (e.g. `komi` for go).
-
-    **Returns:** a [`azx.envs.PgxEnv`][].
-
-    **Raises:** `ValueError` for an unknown name or a keyword the game does not take.
-    """
-    names = available()
-    if name not in names:
-        raise ValueError(f"unknown environment {name!r}; available: {', '.join(names)}")
+def make_pgx(name: str, *, max_episode_steps: int | None = None, **kwargs) -> PgxEnv:
+    """The pgx environment `name` (one of `pgx_names()`) as a [`azx.envs.PgxEnv`][];
+    `**kwargs` go to the pgx environment's constructor."""
     if kwargs:
         cls = type(pgx.make(name))
         params = inspect.signature(cls.__init__).parameters
