@@ -2,6 +2,7 @@
 
 from ._abstract import AbstractEnv as AbstractEnv
 from ._gymnax import GymnaxEnv as GymnaxEnv
+from ._memory import CueMemory as CueMemory
 from ._pgx import PgxEnv as PgxEnv
 from ._registry import available as available, make as make
 from ._symmetry import Symmetry as Symmetry
