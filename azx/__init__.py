@@ -2,7 +2,7 @@
 
 Subpackages: `azx.envs` (environments), `azx.nets` (networks), `azx.search` (batched
 MCTS), `azx.buffer` (episode replay buffer), `azx.alphazero` (the AlphaZero training
-step), `azx.arena` (agents, matches, Elo),
+step), `azx.ppo` (the PPO training step), `azx.arena` (agents, matches, Elo),
 `azx.parallel` (data parallelism over a device mesh for any `azx.AbstractTrainer`),
 `azx.checkpoint` (orbax checkpoints), `azx.run` (run directories: `azx.load_run` opens what
 `azx train` wrote).
@@ -16,6 +16,7 @@ from . import (
     envs as envs,
     nets as nets,
     parallel as parallel,
+    ppo as ppo,
     presets as presets,
     run as run,
     search as search,

@@ -1,4 +1,5 @@
-"""Run in a subprocess: 1 device vs a 4-device CPU mesh must train identically."""
+"""Run in a subprocess: 1 device vs a 4-device CPU mesh must train identically, for
+AlphaZero and for PPO (feed-forward and recurrent)."""
 
 import os
 
@@ -14,12 +15,67 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 from _trainer_setup import tic_tac_toe  # noqa: E402
+from games import Countdown  # noqa: E402
 
 import azx  # noqa: E402
 
 
+def check_ppo(net_kind: str, **config):
+    """PPO on one device and on four: the same episodes, parameters and statistics."""
+    env = Countdown(max_length=6, limit=4)
+    trainer = azx.ppo.PPO(env, azx.ppo.Config(**config))
+    if net_kind == "ff":
+        net = azx.nets.ActorCritic((2,), 3, hidden_sizes=(16,), key=jax.random.key(0))
+    else:
+        net = azx.nets.RecurrentActorCritic((2,), 3, hidden_size=8, key=jax.random.key(0))
+    state = trainer.init(net, key=jax.random.key(1))
+    keys = jax.random.split(jax.random.key(2), 2)
+    single = state
+    for key in keys:
+        single = eqx.filter_jit(trainer.step)(single, key)
+    mesh = azx.parallel.make_mesh()
+    sharded = azx.parallel.shard_state(state, mesh)
+    assert len(sharded.env_state.time.sharding.device_set) == 4
+    for key in keys:
+        sharded = eqx.filter_jit(azx.parallel.sharded_step(trainer, mesh))(sharded, key)
+    for a, b in zip(jax.tree.leaves(single.env_state), jax.tree.leaves(sharded.env_state)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(single.previous_action, sharded.previous_action)
+    for a, b in zip(jax.tree.leaves(single.params), jax.tree.leaves(sharded.params)):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    for a, b in zip(
+        jax.tree.leaves(single.observation_stats), jax.tree.leaves(sharded.observation_stats)
+    ):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+    assert int(single.metrics.episodes) == int(sharded.metrics.episodes) > 0
+    for name in ("loss", "approx_kl", "explained_variance", "episode_return"):
+        np.testing.assert_allclose(
+            getattr(single.metrics, name), getattr(sharded.metrics, name), rtol=1e-4, atol=1e-6
+        )
+
+
 def main():
     assert len(jax.devices()) == 4, jax.devices()
+    check_ppo(
+        "ff",
+        num_envs=8,
+        rollout_length=12,
+        num_minibatches=4,
+        normalize_observations=True,
+        normalize_advantages="batch",
+    )
+    check_ppo("recurrent", num_envs=16, rollout_length=8, num_minibatches=4)
+    recurrent = azx.ppo.PPO(Countdown(), azx.ppo.Config(num_envs=8, num_minibatches=4))
+    state = recurrent.init(
+        azx.nets.RecurrentActorCritic((2,), 3, hidden_size=4, key=jax.random.key(0)),
+        key=jax.random.key(1),
+    )
+    try:
+        azx.parallel.sharded_step(recurrent, azx.parallel.make_mesh())(state, jax.random.key(0))
+    except ValueError as error:
+        assert "must divide the environments on each device (2)" in str(error), error
+    else:
+        raise AssertionError("4 minibatches of 2 recurrent rows per device were accepted")
     trainer, state = tic_tac_toe(num_envs=8)
     keys = jax.random.split(jax.random.key(11), 3)
 

@@ -77,3 +77,76 @@ class SubtractionGame(AbstractEnv):
 
     def current_player(self, state):
         return state.current_player
+
+
+class CountdownState(eqx.Module):
+    time: Int[Array, ""]
+    length: Int[Array, ""]
+    reward: Float[Array, ""]
+    terminated: Bool[Array, ""]
+    truncated: Bool[Array, ""]
+
+
+class Countdown(AbstractEnv):
+    """A scripted single-player environment for checking a rollout's bookkeeping.
+
+    Each episode draws a length in `[1, max_length]` and terminates after that many steps,
+    unless the time limit `limit` truncates it first. Step `t` (counted from 0) pays
+    reward `t + 1`, whatever the action. The observation is `[t, length]`, so every step
+    says where in which episode it is.
+    """
+
+    max_length: int = eqx.field(static=True)
+    limit: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True)
+    num_players: int = eqx.field(static=True)
+    observation_shape: tuple[int, ...] = eqx.field(static=True)
+    observation_dtype: jnp.dtype = eqx.field(static=True)
+
+    def __init__(self, max_length: int = 6, limit: int = 4, num_actions: int = 3):
+        self.max_length = max_length
+        self.limit = limit
+        self.num_actions = num_actions
+        self.num_players = 1
+        self.observation_shape = (2,)
+        self.observation_dtype = jnp.dtype(jnp.float32)
+
+    def init(self, key):
+        return CountdownState(
+            time=jnp.int32(0),
+            length=jax.random.randint(key, (), 1, self.max_length + 1),
+            reward=jnp.float32(0.0),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
+        )
+
+    def step(self, state, action, key):
+        del action, key
+        done = state.terminated | state.truncated
+        time = jnp.where(done, state.time, state.time + 1)
+        terminated = state.terminated | (time == state.length)
+        return CountdownState(
+            time=time,
+            length=state.length,
+            reward=jnp.where(done, 0.0, (state.time + 1).astype(jnp.float32)),
+            terminated=terminated,
+            truncated=state.truncated | ((time == self.limit) & ~terminated),
+        )
+
+    def observation(self, state):
+        return jnp.stack([state.time, state.length]).astype(jnp.float32)
+
+    def legal_action_mask(self, state):
+        return jnp.ones(self.num_actions, jnp.bool_)
+
+    def rewards(self, state):
+        return state.reward[None]
+
+    def terminated(self, state):
+        return state.terminated
+
+    def truncated(self, state):
+        return state.truncated
+
+    def current_player(self, state):
+        return jnp.int32(0)

@@ -1,0 +1,19 @@
+"""Proximal policy optimisation as one pure function: `step(state, key) -> state`.
+
+Feed-forward and recurrent (GRU) actor-critics on single-player environments, with the
+same trainer contract, sharding and checkpoints as [`azx.alphazero`][].
+"""
+
+from ._config import Config as Config
+from ._evaluate import EvaluationResult as EvaluationResult, evaluate as evaluate
+from ._gae import gae as gae
+from ._loss import LossParts as LossParts, loss as loss
+from ._policy import ObservationStats as ObservationStats
+from ._trainer import (
+    PPO as PPO,
+    Metrics as Metrics,
+    Minibatch as Minibatch,
+    Rollout as Rollout,
+    TrainState as TrainState,
+    Trajectory as Trajectory,
+)
