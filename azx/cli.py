@@ -1,4 +1,4 @@
-"""The `azx` command: `azx train`, `azx eval`, `azx play`.
+"""The `azx` command: `azx train`, `azx eval`, `azx play`, for AlphaZero and PPO runs.
 
 Bad input (an unknown preset, a run directory that does not fit, an opponent that does
 not parse) prints one line naming the problem and exits with status 2.
@@ -14,7 +14,7 @@ from . import presets, run as runs
 
 
 app = typer.Typer(
-    help="AlphaZero in JAX: train an agent, evaluate it against baselines, play it.",
+    help="AlphaZero and PPO in JAX: train an agent, evaluate it, play it.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -37,7 +37,10 @@ def _load(directory: Path, step: int | None) -> runs.Run:
 def train(
     env: Annotated[
         str | None,
-        typer.Option(help="Game to learn; picks its preset. Default: tic_tac_toe."),
+        typer.Option(
+            help="Environment to learn (e.g. connect_four, gymnax:CartPole-v1); picks its "
+            "preset. Default: tic_tac_toe."
+        ),
     ] = None,
     preset: Annotated[
         str | None,
@@ -59,13 +62,16 @@ def train(
         typer.Option(min=1, help="Iterations between evaluations and checkpoints."),
     ] = None,
     eval_games: Annotated[
-        int | None, typer.Option(min=2, help="Games per evaluation match (even).")
+        int | None, typer.Option(min=2, help="Games per evaluation match (even; AlphaZero).")
+    ] = None,
+    eval_episodes: Annotated[
+        int | None, typer.Option(min=1, help="Episodes per evaluation (PPO).")
     ] = None,
     opponent: Annotated[
         list[str] | None,
         typer.Option(
-            help="Evaluation opponent, repeatable: random, greedy, mcts:N or solver. "
-            "Default: the preset's."
+            help="Evaluation opponent, repeatable: random, greedy, mcts:N or solver "
+            "(AlphaZero). Default: the preset's."
         ),
     ] = None,
     log_every: Annotated[
@@ -73,8 +79,9 @@ def train(
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
 ) -> None:
-    """Train an AlphaZero agent; writes config.json, metrics.jsonl, checkpoints and
-    learning_curve.png into the run directory. Ctrl-C stops after saving a checkpoint."""
+    """Train an agent (AlphaZero or PPO, by preset); writes config.json, metrics.jsonl,
+    checkpoints and learning_curve.png into the run directory. Ctrl-C stops after saving a
+    checkpoint."""
     try:
         runs.train(
             out,
@@ -85,6 +92,7 @@ def train(
             iterations=iterations,
             eval_every=eval_every,
             eval_games=eval_games,
+            eval_episodes=eval_episodes,
             opponents=opponent or None,
             log_every=log_every,
             quiet=quiet,
@@ -99,16 +107,37 @@ def train(
 def evaluate(
     run: Annotated[Path, typer.Option(help="Run directory written by azx train.")],
     opponent: Annotated[
-        list[str],
-        typer.Option(help="random, greedy, mcts:N (rollout MCTS) or solver; repeatable."),
-    ] = ["random"],  # noqa: B006 (typer reads the default)
-    games: Annotated[int, typer.Option(min=2, help="Games per opponent (even).")] = 200,
+        list[str] | None,
+        typer.Option(
+            help="AlphaZero: random, greedy, mcts:N (rollout MCTS) or solver; repeatable. "
+            "Default: random."
+        ),
+    ] = None,
+    games: Annotated[
+        int | None, typer.Option(min=2, help="AlphaZero: games per opponent (even). Default: 200.")
+    ] = None,
     agent: Annotated[
-        str, typer.Option(help="search (network + search) or network (policy argmax).")
-    ] = "search",
+        str | None,
+        typer.Option(
+            help="AlphaZero: search (network + search) or network (policy argmax). Default: search."
+        ),
+    ] = None,
     simulations: Annotated[
         int | None,
-        typer.Option(min=1, help="Search simulations. Default: the run's training number."),
+        typer.Option(
+            min=1, help="AlphaZero: search simulations. Default: the run's training number."
+        ),
+    ] = None,
+    episodes: Annotated[
+        int | None,
+        typer.Option(min=1, help="PPO: episodes to play. Default: the preset's (100)."),
+    ] = None,
+    greedy: Annotated[
+        bool | None,
+        typer.Option(
+            "--greedy/--sample",
+            help="PPO: play the policy's most likely action, or sample it. Default: the preset's.",
+        ),
     ] = None,
     step: Annotated[
         int | None, typer.Option(help="Checkpoint (iteration) to load. Default: the newest.")
@@ -119,7 +148,46 @@ def evaluate(
         typer.Option("--json", help="Result file. Default: <run>/evals/<agent>-<iteration>.json."),
     ] = None,
 ) -> None:
-    """Play the trained agent against baselines: W/D/L, per colour, with 95% intervals."""
+    """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
+    Elo). PPO: the mean return of N episodes with its 95% interval."""
+    import jax
+
+    loaded = _load(run, step)
+    options = {
+        "alphazero": {"--opponent": opponent, "--games": games, "--agent": agent},
+        "ppo": {"--episodes": episodes, "--greedy/--sample": greedy},
+    }
+    options["alphazero"]["--simulations"] = simulations
+    for algorithm, given in options.items():
+        flags = [flag for flag, value in given.items() if value is not None]
+        if algorithm != loaded.algorithm and flags:
+            _fail(
+                f"{', '.join(flags)} applies to {algorithm} runs; {run} is a {loaded.algorithm} run"
+            )
+    if loaded.algorithm == "ppo":
+        greedy = loaded.preset.eval_greedy if greedy is None else greedy
+        episodes = loaded.preset.eval_episodes if episodes is None else episodes
+        record = runs.evaluate_policy(
+            loaded.trainer,
+            loaded.state,
+            num_episodes=episodes,
+            key=jax.random.key(seed),
+            greedy=greedy,
+        )
+        typer.echo(f"{run} at iteration {loaded.iteration}: {runs.describe_return(record)}")
+        result = {"run": str(run), "iteration": loaded.iteration, "seed": seed, **record}
+        name = "greedy" if greedy else "policy"
+    else:
+        result, name = _evaluate_alphazero(
+            loaded, run, opponent or ["random"], 200 if games is None else games,
+            agent or "search", simulations, seed,
+        )  # fmt: skip
+    path = json_path or run / runs.EVAL_DIR / f"{name}-{loaded.iteration}.json"
+    runs._write_json(path, result)
+    typer.echo(f"wrote {path}")
+
+
+def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, seed):
     import jax
 
     from . import arena
@@ -128,7 +196,6 @@ def evaluate(
         _fail(f"--games must be even (half the games with each colour), got {games}")
     if agent not in ("search", "network"):
         _fail(f"--agent must be 'search' or 'network', got {agent!r}")
-    loaded = _load(run, step)
     for spec in opponent:
         try:
             arena.opponent(spec, loaded.env)
@@ -164,9 +231,7 @@ def evaluate(
         "seed": seed,
         "results": results,
     }
-    path = json_path or run / runs.EVAL_DIR / f"{agent}-{loaded.iteration}.json"
-    runs._write_json(path, result)
-    typer.echo(f"wrote {path}")
+    return result, agent
 
 
 @app.command()
@@ -183,6 +248,10 @@ def play(
     from ._play import play as play_game
 
     loaded = _load(run, None)
+    if loaded.algorithm != "alphazero":
+        _fail(
+            f"azx play plays board games against AlphaZero runs; {run} is a {loaded.algorithm} run"
+        )
     player = loaded.agent("search", num_simulations=simulations)
 
     def read(prompt: str) -> str:

@@ -1,24 +1,30 @@
-"""Ready-made training setups: the game, network, search and sizes that work together.
+"""Ready-made training setups: the environment, network, algorithm and sizes that work
+together.
 
 preset = azx.presets.get("tic_tac_toe")
 trainer, state = preset.build(seed=0)
 state = eqx.filter_jit(trainer.train)(state, preset.iterations)
+
+AlphaZero presets are [`azx.presets.Preset`][]s; PPO presets (`ppo_*`) are
+[`azx.presets.PPOPreset`][]s. Both build a trainer and its initial state the same way.
 """
 
 import dataclasses
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 
-from . import envs, nets, search
+from . import envs, nets, ppo, search
 from ._validate import check_positive_int
 from .alphazero import AlphaZero, Config, TrainState
 
 
 @dataclasses.dataclass(frozen=True)
 class Preset:
-    """A named training setup. Frozen; derive variants with `dataclasses.replace`."""
+    """A named AlphaZero training setup. Frozen; derive variants with
+    `dataclasses.replace`."""
 
+    algorithm: ClassVar[str] = "alphazero"
     name: str
     env: str
     """Name for [`azx.envs.make`][]."""
@@ -79,23 +85,15 @@ class Preset:
         return self.make_search(**(greedy | overrides))
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-serialisable description; `Preset.from_dict` inverts it."""
-        out = {field.name: getattr(self, field.name) for field in dataclasses.fields(self)}
-        out["config"] = {
-            field.name: getattr(self.config, field.name) for field in dataclasses.fields(Config)
-        }
+        """A JSON-serialisable description; [`azx.presets.from_dict`][] inverts it."""
+        out = _to_dict(self)
         for name in ("eval_opponents", "eval_agents"):
             out[name] = list(out[name])
         return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Preset":
-        known = {field.name for field in dataclasses.fields(cls)}
-        unknown = set(data) - known
-        if unknown:
-            raise ValueError(f"unknown preset fields {sorted(unknown)}; known: {sorted(known)}")
-        data = dict(data)
-        data["config"] = Config(**data["config"])
+        data = _fields_from_dict(cls, data, Config)
         for name in ("eval_opponents", "eval_agents"):
             if name in data:
                 data[name] = tuple(data[name])
@@ -109,7 +107,110 @@ class Preset:
         return trainer, trainer.init(self.make_network(env, key=net_key), key=run_key)
 
 
-_PRESETS = {
+@dataclasses.dataclass(frozen=True)
+class PPOPreset:
+    """A named PPO training setup. Frozen; derive variants with `dataclasses.replace`."""
+
+    algorithm: ClassVar[str] = "ppo"
+    name: str
+    env: str
+    """Name for [`azx.envs.make`][], e.g. `"gymnax:CartPole-v1"`."""
+    env_options: dict[str, Any]
+    """Keyword arguments for [`azx.envs.make`][]."""
+    network: str
+    """`"actor_critic"` ([`azx.nets.ActorCritic`][]) or `"recurrent"`
+    ([`azx.nets.RecurrentActorCritic`][])."""
+    network_options: dict[str, Any]
+    config: ppo.Config
+    iterations: int
+    """Training iterations (`step` calls) of a full run."""
+    description: str = ""
+    eval_episodes: int = 100
+    """Episodes per evaluation in `azx train` (and the default of `azx eval`)."""
+    eval_greedy: bool = False
+    """Evaluate the policy's most likely action instead of sampling it."""
+    eval_every: int = 100
+    """Iterations between evaluations (and checkpoints) in `azx train`."""
+    log_every: int = 10
+    """Iterations per jitted training call: the granularity of logging and Ctrl-C."""
+
+    def __post_init__(self):
+        for name in ("iterations", "eval_episodes", "eval_every", "log_every"):
+            check_positive_int(name, getattr(self, name))
+        if self.network not in _PPO_NETWORKS:
+            raise ValueError(
+                f"unknown network {self.network!r}; expected one of "
+                f"{', '.join(map(repr, _PPO_NETWORKS))}"
+            )
+
+    def make_env(self) -> envs.AbstractEnv:
+        return envs.make(self.env, **self.env_options)
+
+    def make_network(self, env: envs.AbstractEnv, *, key) -> Any:
+        return _PPO_NETWORKS[self.network](
+            env.observation_shape, env.num_actions, key=key, **self.network_options
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-serialisable description; [`azx.presets.from_dict`][] inverts it."""
+        out = _to_dict(self)
+        for name in ("env_options", "network_options"):
+            out[name] = {k: list(v) if isinstance(v, tuple) else v for k, v in out[name].items()}
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "PPOPreset":
+        data = _fields_from_dict(cls, data, ppo.Config)
+        if "network_options" in data:
+            data["network_options"] = {
+                k: tuple(v) if isinstance(v, list) else v
+                for k, v in data["network_options"].items()
+            }
+        return cls(**data)
+
+    def build(self, *, seed: int = 0) -> tuple[ppo.PPO, ppo.TrainState]:
+        """The trainer and its initial state for `seed`."""
+        env = self.make_env()
+        net_key, run_key = jax.random.split(jax.random.key(seed))
+        trainer = ppo.PPO(env, self.config)
+        return trainer, trainer.init(self.make_network(env, key=net_key), key=run_key)
+
+
+_PPO_NETWORKS = {"actor_critic": nets.ActorCritic, "recurrent": nets.RecurrentActorCritic}
+
+
+def _to_dict(preset) -> dict[str, Any]:
+    out = {"algorithm": preset.algorithm}
+    out |= {field.name: getattr(preset, field.name) for field in dataclasses.fields(preset)}
+    config = preset.config
+    out["config"] = {f.name: getattr(config, f.name) for f in dataclasses.fields(config)}
+    return out
+
+
+def _fields_from_dict(cls, data: dict[str, Any], config_class) -> dict[str, Any]:
+    data = {k: v for k, v in data.items() if k != "algorithm"}
+    known = {field.name for field in dataclasses.fields(cls)}
+    unknown = set(data) - known
+    if unknown:
+        raise ValueError(f"unknown preset fields {sorted(unknown)}; known: {sorted(known)}")
+    data["config"] = config_class(**data["config"])
+    return data
+
+
+AnyPreset = Preset | PPOPreset
+
+
+def from_dict(data: dict[str, Any]) -> AnyPreset:
+    """The preset that `to_dict` described (a `Preset` or a `PPOPreset`, by its
+    `"algorithm"`; AlphaZero where it has none)."""
+    algorithm = data.get("algorithm", "alphazero")
+    classes = {cls.algorithm: cls for cls in (Preset, PPOPreset)}
+    if algorithm not in classes:
+        raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(classes)}")
+    return classes[algorithm].from_dict(data)
+
+
+_PRESETS: dict[str, AnyPreset] = {
     preset.name: preset
     for preset in [
         Preset(
@@ -201,6 +302,62 @@ _PRESETS = {
             eval_every=250,
             eval_games=100,
         ),
+        PPOPreset(
+            name="ppo_cartpole",
+            env="gymnax:CartPole-v1",
+            env_options={},
+            network="actor_critic",
+            network_options={"hidden_sizes": (64, 64), "activation": "tanh"},
+            # purejaxrl's CartPole setup: 4 environments x 128 steps, 4 epochs of 4
+            # minibatches, the learning rate annealed to 0 over the run.
+            config=ppo.Config(
+                num_envs=4,
+                rollout_length=128,
+                num_epochs=4,
+                num_minibatches=4,
+                learning_rate=2.5e-4,
+                anneal_iterations=1000,
+            ),
+            iterations=1000,
+            description="CartPole-v1, feed-forward PPO, 4 envs x 128 steps",
+        ),
+        PPOPreset(
+            name="ppo_minigrid",
+            env="xminigrid:MiniGrid-Empty-6x6",
+            env_options={},
+            network="recurrent",
+            network_options={"hidden_size": 16, "head_size": 16, "action_embedding_size": 16},
+            config=ppo.Config(
+                num_envs=64,
+                rollout_length=16,
+                num_epochs=1,
+                num_minibatches=16,
+                learning_rate=1e-3,
+                anneal_iterations=98,
+                adam_eps=1e-8,
+            ),
+            iterations=98,
+            description="MiniGrid-Empty-6x6, recurrent PPO (GRU 16), 64 envs x 16 steps",
+            eval_every=49,
+        ),
+        PPOPreset(
+            name="ppo_breakout",
+            env="gymnax:Breakout-MinAtar",
+            env_options={},
+            network="actor_critic",
+            network_options={"hidden_sizes": (256, 256), "activation": "relu"},
+            config=ppo.Config(
+                num_envs=64,
+                rollout_length=128,
+                num_epochs=4,
+                num_minibatches=8,
+                learning_rate=5e-3,
+                anneal_iterations=250,
+            ),
+            iterations=250,
+            description="MinAtar Breakout, feed-forward PPO, 64 envs x 128 steps",
+            eval_every=50,
+        ),
     ]
 }
 
@@ -210,7 +367,7 @@ def names() -> tuple[str, ...]:
     return tuple(_PRESETS)
 
 
-def get(name: str) -> Preset:
+def get(name: str) -> AnyPreset:
     """The preset called `name`; `ValueError` listing the names if there is none."""
     if name not in _PRESETS:
         raise ValueError(f"unknown preset {name!r}; available: {', '.join(_PRESETS)}")

@@ -2,17 +2,22 @@
 
 A run directory holds
 
-- `config.json`: the seed and the full [`azx.presets.Preset`][] the run was trained with;
+- `config.json`: the seed and the full preset the run was trained with
+  ([`azx.presets.Preset`][] for AlphaZero, [`azx.presets.PPOPreset`][] for PPO);
 - `metrics.jsonl`: one JSON object per logged iteration (losses, throughput and, where an
   evaluation ran, its results);
 - `checkpoints/`: orbax checkpoints of the whole training state (the last three);
-- `learning_curve.png`: losses and evaluation scores over training;
+- `learning_curve.png`: losses and evaluation scores (AlphaZero) or returns (PPO) over
+  training;
 - `evals/`: results written by `azx eval`.
 
     run = azx.load_run("runs/tic_tac_toe-seed0")
     logits, value = run.net(observation)          # one observation
     result = azx.arena.play_match(run.env, run.agent(), azx.arena.RandomAgent(),
                                   num_games=100, key=jax.random.key(0))
+
+    run = azx.load_run("runs/ppo_cartpole-seed0")
+    result = run.play_episodes(100, key=jax.random.key(0))   # an azx.ppo.EvaluationResult
 """
 
 import dataclasses
@@ -28,14 +33,24 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import numpy as np
 
-from . import arena, presets
-from .alphazero import AlphaZero, TrainState
+from . import arena, ppo, presets
+from ._trainer import AbstractTrainer
 from .checkpoint import Checkpointer
 from .envs import AbstractEnv
 
 
-__all__ = ["Run", "RunError", "evaluate", "load_run", "match_record", "train"]
+__all__ = [
+    "Run",
+    "RunError",
+    "evaluate",
+    "evaluate_policy",
+    "load_run",
+    "match_record",
+    "return_record",
+    "train",
+]
 
 CONFIG_FILE = "config.json"
 METRICS_FILE = "metrics.jsonl"
@@ -91,7 +106,7 @@ def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
     return records
 
 
-def _run_config(preset: presets.Preset, seed: int) -> dict[str, Any]:
+def _run_config(preset: presets.AnyPreset, seed: int) -> dict[str, Any]:
     from . import __version__
 
     return {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
@@ -100,7 +115,8 @@ def _run_config(preset: presets.Preset, seed: int) -> dict[str, Any]:
 # What changes the trained network; the rest (length, evaluation, logging) may differ
 # between a run and its resumption.
 _NOT_TRAINING = {"name", "description", "iterations", "eval_opponents", "eval_agents",
-                 "eval_every", "eval_games", "log_every"}  # fmt: skip
+                 "eval_every", "eval_games", "eval_episodes", "eval_greedy",
+                 "log_every"}  # fmt: skip
 
 
 def _training_identity(config: dict[str, Any]) -> dict[str, Any]:
@@ -125,7 +141,7 @@ def _load_config(directory: Path) -> dict[str, Any]:
         raise RunError(f"{directory} is not an azx run: it has no {CONFIG_FILE}")
     try:
         config = json.loads(path.read_text())
-        presets.Preset.from_dict(config["preset"])
+        presets.from_dict(config["preset"])
         return config
     except (ValueError, KeyError, TypeError) as error:
         raise RunError(f"{path} is not a valid run configuration: {error}") from None
@@ -139,42 +155,67 @@ class Run:
     """A trained run, opened by [`azx.load_run`][]."""
 
     directory: Path
-    preset: presets.Preset
-    """The full training setup (game, network, search, `Config`)."""
+    preset: presets.AnyPreset
+    """The full training setup (environment, network, algorithm, `Config`)."""
     seed: int
     iteration: int
     """Training iterations of the loaded checkpoint."""
     env: AbstractEnv
-    trainer: AlphaZero
-    state: TrainState
-    """The whole training state at `iteration` (parameters, optimiser, games, buffer)."""
+    trainer: AbstractTrainer
+    state: Any
+    """The whole training state at `iteration` (an `azx.alphazero.TrainState` or an
+    `azx.ppo.TrainState`: parameters, optimiser, environments, and the rest)."""
+
+    @property
+    def algorithm(self) -> str:
+        """`"alphazero"` or `"ppo"`."""
+        return self.preset.algorithm
 
     @property
     def config(self):
-        """The run's [`azx.alphazero.Config`][]."""
+        """The run's [`azx.alphazero.Config`][] or [`azx.ppo.Config`][]."""
         return self.preset.config
 
     @property
     def net(self) -> Any:
-        """The trained network: an Equinox module mapping ONE observation to
-        `(logits, value)`; `jax.vmap` it for batches."""
+        """The trained network, an Equinox module on ONE observation (`jax.vmap` it for
+        batches): `(logits, value)`, or for a recurrent PPO network
+        `(carry, (logits, value))`."""
         return self.state.net
+
+    def _alphazero_only(self, what: str) -> None:
+        if self.algorithm != "alphazero":
+            raise RunError(
+                f"{what} needs an AlphaZero run; {self.directory} is a {self.algorithm} run"
+            )
 
     def search(self, num_simulations: int | None = None, **options) -> Any:
         """The run's search played greedily (no exploration noise), with its training
-        number of simulations unless `num_simulations` is given."""
+        number of simulations unless `num_simulations` is given (AlphaZero runs)."""
+        self._alphazero_only("a search")
         if num_simulations is not None:
             options["num_simulations"] = num_simulations
         return self.preset.make_eval_search(**options)
 
     def agent(self, kind: str = "search", *, num_simulations: int | None = None) -> Any:
         """An arena agent: `"search"` (network + greedy search) or `"network"` (argmax of
-        the policy, no search)."""
+        the policy, no search) (AlphaZero runs)."""
+        self._alphazero_only("an arena agent")
         if kind == "network":
             return arena.NetworkAgent(self.net)
         if kind == "search":
             return arena.SearchAgent(self.net, self.search(num_simulations))
         raise RunError(f"agent must be 'search' or 'network', got {kind!r}")
+
+    def play_episodes(
+        self, num_episodes: int, *, key, greedy: bool | None = None
+    ) -> ppo.EvaluationResult:
+        """`num_episodes` episodes of the trained policy ([`azx.ppo.evaluate`][]), greedy
+        or sampled as the preset evaluates unless `greedy` is given (PPO runs)."""
+        if self.algorithm != "ppo":
+            raise RunError(f"episodes need a PPO run; {self.directory} is an AlphaZero run")
+        greedy = self.preset.eval_greedy if greedy is None else greedy
+        return _play_episodes(self.trainer, self.state, num_episodes, key, greedy)
 
     def metrics(self) -> list[dict[str, Any]]:
         """The records of `metrics.jsonl`."""
@@ -188,11 +229,11 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     """
     directory = Path(directory)
     config = _load_config(directory)
-    preset = presets.Preset.from_dict(config["preset"])
+    preset = presets.from_dict(config["preset"])
     with _checkpointer(directory) as checkpoints:
         if checkpoints.latest_step() is None:
             raise RunError(f"{directory} has no checkpoint yet")
-        trainer, like = preset.build(seed=config["seed"])
+        trainer, like = _build(preset, config["seed"])
         try:
             state = checkpoints.restore(like, step=step)
         except FileNotFoundError as error:
@@ -258,6 +299,54 @@ def evaluate(
     return results
 
 
+def _play_episodes(trainer, state, num_episodes: int, key, greedy: bool):
+    stats = state.observation_stats if trainer.config.normalize_observations else None
+    return _evaluate_episodes(
+        trainer.env,
+        state.net,
+        num_episodes=num_episodes,
+        key=key,
+        greedy=greedy,
+        observation_stats=stats,
+    )
+
+
+_evaluate_episodes = eqx.filter_jit(ppo.evaluate)
+
+
+def return_record(result: ppo.EvaluationResult, *, greedy: bool) -> dict[str, Any]:
+    """Episode returns summarised as a JSON-ready dict: mean, 95% interval, lengths."""
+    low, high = result.return_interval()
+    return {
+        "episodes": int(result.returns.shape[0]),
+        "greedy": greedy,
+        "return_mean": result.mean_return(),
+        "return_low": low,
+        "return_high": high,
+        "return_min": float(np.min(result.returns)),
+        "return_max": float(np.max(result.returns)),
+        "length_mean": float(np.mean(result.lengths)),
+        "unfinished": int(np.sum(~np.asarray(result.finished))),
+    }
+
+
+def evaluate_policy(trainer, state, *, num_episodes: int, key, greedy: bool) -> dict[str, Any]:
+    """A PPO run's policy over `num_episodes` episodes, as a [`return_record`][]."""
+    result = _play_episodes(trainer, state, num_episodes, key, greedy)
+    return return_record(result, greedy=greedy)
+
+
+def describe_return(record: dict[str, Any]) -> str:
+    """Mean return with its 95% interval and the mean length, on one line."""
+    unfinished = f", {record['unfinished']} unfinished" if record["unfinished"] else ""
+    return (
+        f"return {record['return_mean']:.3f} [{record['return_low']:.3f}, "
+        f"{record['return_high']:.3f}] over {record['episodes']} episodes "
+        f"({'greedy' if record['greedy'] else 'sampled'}), mean length "
+        f"{record['length_mean']:.1f}{unfinished}"
+    )
+
+
 def describe(record: dict[str, Any]) -> str:
     """`W/D/L` with per-colour counts and the score's 95% interval, on one line."""
     first, second = record["as_first"], record["as_second"]
@@ -271,13 +360,56 @@ def describe(record: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------- plot
 
 
-def plot_learning_curve(records: list[dict[str, Any]], path: str | os.PathLike) -> None:
-    """Losses (left) and evaluation scores with 95% intervals (right) against iteration."""
+def _pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    return plt
+
+
+def plot_return_curve(records: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """A PPO run's returns (left: training episodes, and evaluations with 95% intervals)
+    and losses (right) against environment steps."""
+    plt = _pyplot()
+    figure, (returns, losses) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
+    trained = [r for r in records if r.get("episode_return") is not None]
+    returns.plot(
+        [r["env_steps"] for r in trained],
+        [r["episode_return"] for r in trained],
+        label="training episodes",
+    )
+    evaluated = [r for r in records if "eval" in r]
+    if evaluated:
+        means = [r["eval"]["return_mean"] for r in evaluated]
+        returns.errorbar(
+            [r["env_steps"] for r in evaluated],
+            means,
+            yerr=[
+                [m - r["eval"]["return_low"] for m, r in zip(means, evaluated)],
+                [r["eval"]["return_high"] - m for m, r in zip(means, evaluated)],
+            ],
+            marker="o",
+            capsize=3,
+            label="evaluation (95% interval)",
+        )
+    returns.set(xlabel="environment steps", ylabel="episode return", title="return")
+    if records:
+        returns.legend(fontsize="small")
+    steps = [r["env_steps"] for r in records]
+    for name in ("policy_loss", "value_loss", "entropy"):
+        losses.plot(steps, [r[name] for r in records], label=name)
+    losses.set(xlabel="environment steps", title="losses (means over each logged call)")
+    if records:
+        losses.legend(fontsize="small")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def plot_learning_curve(records: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """Losses (left) and evaluation scores with 95% intervals (right) against iteration."""
+    plt = _pyplot()
     figure, (losses, scores) = plt.subplots(1, 2, figsize=(11, 4), constrained_layout=True)
     iterations = [r["iteration"] for r in records]
     for name in ("loss", "policy_loss", "value_loss"):
@@ -315,7 +447,7 @@ def plot_learning_curve(records: list[dict[str, Any]], path: str | os.PathLike) 
 # ----------------------------------------------------------------------------- training
 
 
-def _select_preset(preset: str | None, env: str | None) -> presets.Preset:
+def _select_preset(preset: str | None, env: str | None) -> presets.AnyPreset:
     if preset is not None:
         try:
             chosen = presets.get(preset)
@@ -472,6 +604,7 @@ def train(
     iterations: int | None = None,
     eval_every: int | None = None,
     eval_games: int | None = None,
+    eval_episodes: int | None = None,
     opponents: Sequence[str] | None = None,
     log_every: int | None = None,
     quiet: bool = False,
@@ -485,11 +618,13 @@ def train(
     checkpoint exactly as if the run had not stopped.
 
     Options left as `None` take the preset's values (or, with `resume`, the run's).
+    `eval_games` and `opponents` apply to AlphaZero presets, `eval_episodes` to PPO ones.
 
     **Returns:** the trained [`azx.run.Run`][].
 
-    **Raises:** [`azx.run.RunError`][] for an unknown preset or env, a directory holding a
-    different run (unless `resume`), or `resume` without a checkpoint.
+    **Raises:** [`azx.run.RunError`][] for an unknown preset or env, an option the
+    preset's algorithm does not have, a directory holding a different run (unless
+    `resume`), or `resume` without a checkpoint.
     """
     explicit = {"preset": preset, "env": env, "seed": seed}
     if resume:
@@ -497,20 +632,32 @@ def train(
             raise RunError("--resume needs --out, the run directory to continue")
         out = Path(out)
         config = _resumable_config(out, explicit)
-        chosen = presets.Preset.from_dict(config["preset"])
+        chosen = presets.from_dict(config["preset"])
     else:
         chosen = _select_preset(preset, env)
         seed = 0 if seed is None else seed
         out = Path(out) if out is not None else Path("runs") / f"{chosen.name}-seed{seed}"
         config = _run_config(chosen, seed)
         _check_fresh_directory(out, config)
-    overrides = {
-        "iterations": iterations,
-        "eval_every": eval_every,
-        "eval_games": eval_games,
-        "eval_opponents": None if opponents is None else tuple(opponents),
-        "log_every": log_every,
+    overrides = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
+    by_algorithm = {
+        "alphazero": {
+            "eval_games": eval_games,
+            "eval_opponents": None if opponents is None else tuple(opponents),
+        },
+        "ppo": {"eval_episodes": eval_episodes},
     }
+    for algorithm, options in by_algorithm.items():
+        if algorithm == chosen.algorithm:
+            overrides |= options
+            continue
+        given = [name for name, value in options.items() if value is not None]
+        if given:
+            flags = ", ".join("--" + _FLAGS.get(name, name).replace("_", "-") for name in given)
+            raise RunError(
+                f"{flags} applies to {algorithm} presets; {chosen.name} is a "
+                f"{chosen.algorithm} preset"
+            )
     try:
         chosen = dataclasses.replace(
             chosen, **{k: v for k, v in overrides.items() if v is not None}
@@ -518,17 +665,18 @@ def train(
     except ValueError as error:
         raise RunError(str(error)) from None
     seed = config["seed"]
-    trainer, state = chosen.build(seed=seed)
-    game = trainer.env
-    for spec in chosen.eval_opponents:
-        try:
-            arena.opponent(spec, game)
-        except ValueError as error:
-            raise RunError(str(error)) from None
-    if chosen.eval_games % 2:
-        raise RunError(
-            f"eval_games must be even (half the games with each colour), got {chosen.eval_games}"
-        )
+    trainer, state = _build(chosen, seed)
+    if chosen.algorithm == "alphazero":
+        for spec in chosen.eval_opponents:
+            try:
+                arena.opponent(spec, trainer.env)
+            except ValueError as error:
+                raise RunError(str(error)) from None
+        if chosen.eval_games % 2:
+            raise RunError(
+                "eval_games must be even (half the games with each colour), got "
+                f"{chosen.eval_games}"
+            )
 
     out.mkdir(parents=True, exist_ok=True)
     config = dict(config, preset=chosen.to_dict())
@@ -549,19 +697,111 @@ def train(
         preset=chosen,
         seed=seed,
         iteration=int(state.iteration),
-        env=game,
+        env=trainer.env,
         trainer=trainer,
         state=state,
     )
 
 
+_FLAGS = {"eval_opponents": "opponent"}
+
+
+def _build(preset: presets.AnyPreset, seed: int):
+    """The preset's trainer and initial state; a preset that cannot be built here (an
+    environment whose package is missing, say) is a `RunError`."""
+    try:
+        return preset.build(seed=seed)
+    except (ValueError, ImportError) as error:
+        raise RunError(f"preset {preset.name!r}: {error}") from None
+
+
+def _mean(values) -> float:
+    return float(np.mean(np.asarray(values)))
+
+
+def _record(preset, trainer, state, history, steps: int, seconds: float) -> dict[str, Any]:
+    """The metrics record of one training call of `steps` iterations (`history`: every
+    iteration's metrics)."""
+    iteration = int(state.iteration)
+    record: dict[str, Any] = {
+        "iteration": iteration,
+        "env_steps": iteration * trainer.env_steps_per_iteration,
+    }
+    rate = steps * trainer.env_steps_per_iteration / seconds
+    metrics = state.metrics
+    if preset.algorithm == "alphazero":
+        return record | {
+            "loss": float(metrics.loss),
+            "policy_loss": float(metrics.policy_loss),
+            "value_loss": float(metrics.value_loss),
+            "selfplay_steps_per_s": rate,
+        }
+    episodes = np.asarray(history.episodes)
+    finished = int(np.sum(episodes))
+    names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+    names += ("explained_variance",)
+    record |= {name: _mean(getattr(history, name)) for name in names}
+    return record | {
+        "learning_rate": float(metrics.learning_rate),
+        "episodes": finished,
+        # Means over the episodes that ended during the call; None if none did.
+        "episode_return": float(np.sum(episodes * np.asarray(history.episode_return))) / finished
+        if finished
+        else None,
+        "episode_length": float(np.sum(episodes * np.asarray(history.episode_length))) / finished
+        if finished
+        else None,
+        "steps_per_s": rate,
+    }
+
+
+def _evaluate_now(preset, trainer, state, key) -> dict[str, Any]:
+    if preset.algorithm == "ppo":
+        return evaluate_policy(
+            trainer, state, num_episodes=preset.eval_episodes, key=key, greedy=preset.eval_greedy
+        )
+    agents = {}
+    for kind in preset.eval_agents:
+        agents[kind] = (
+            arena.NetworkAgent(state.net)
+            if kind == "network"
+            else arena.SearchAgent(state.net, preset.make_eval_search())
+        )
+    return evaluate(
+        trainer.env, agents, preset.eval_opponents, num_games=preset.eval_games, key=key
+    )
+
+
+def _evaluation_lines(preset, iteration: int, results: dict[str, Any]) -> list[str]:
+    if preset.algorithm == "ppo":
+        return [f"iteration {iteration}: {describe_return(results)}"]
+    return [
+        f"iteration {iteration}: {agent} vs {spec}: {describe(result)}"
+        for agent, by_opponent in results.items()
+        for spec, result in by_opponent.items()
+    ]
+
+
+def _progress(preset, record: dict[str, Any]) -> str:
+    if preset.algorithm == "ppo":
+        episode_return = record["episode_return"]
+        shown = "-" if episode_return is None else f"{episode_return:.3g}"
+        return f"return {shown} | {record['steps_per_s']:.0f} steps/s"
+    return f"loss {record['loss']:.3f} | {record['selfplay_steps_per_s']:.0f} moves/s"
+
+
+def _plot(preset, records, path) -> None:
+    if preset.algorithm == "ppo":
+        plot_return_curve(records, path)
+    else:
+        plot_learning_curve(records, path)
+
+
 def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_before, seed, quiet):
-    config = trainer.config
     chunk = min(preset.log_every, preset.iterations)
     first = int(state.iteration)
-    moves_per_iteration = config.num_envs * config.collect_steps
     eval_key = jax.random.fold_in(jax.random.key(seed), _EVAL_STREAM)
-    train_fn = eqx.filter_jit(trainer.train)
+    train_fn = eqx.filter_jit(trainer.train_and_record)
     started = time.perf_counter()
     last_save = started
 
@@ -572,19 +812,6 @@ def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_befor
         iteration = int(state.iteration)
         checkpoints.save(
             state, step=iteration, meta={"iteration": iteration, "elapsed_s": elapsed()}
-        )
-
-    def evaluate_now(state) -> dict:
-        agents = {}
-        for kind in preset.eval_agents:
-            agents[kind] = (
-                arena.NetworkAgent(state.net)
-                if kind == "network"
-                else arena.SearchAgent(state.net, preset.make_eval_search())
-            )
-        key = jax.random.fold_in(eval_key, int(state.iteration))
-        return evaluate(
-            trainer.env, agents, preset.eval_opponents, num_games=preset.eval_games, key=key
         )
 
     with _Reporter(preset.iterations, first, quiet) as report, _interruptible() as stopped:
@@ -603,27 +830,19 @@ def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_befor
         while iteration < preset.iterations:
             n = min(chunk, preset.iterations - iteration)
             tick = time.perf_counter()
-            state = step_chunk(state, n) if n == chunk else train_fn(state, n)
+            state, history = step_chunk(state, n) if n == chunk else train_fn(state, n)
             state = jax.block_until_ready(state)
             seconds = time.perf_counter() - tick
             previous, iteration = iteration, int(state.iteration)
-            metrics = state.metrics
-            record = {
-                "iteration": iteration,
-                "env_steps": iteration * moves_per_iteration,
-                "loss": float(metrics.loss),
-                "policy_loss": float(metrics.policy_loss),
-                "value_loss": float(metrics.value_loss),
-                "selfplay_steps_per_s": n * moves_per_iteration / seconds,
-                "elapsed_s": elapsed(),
-            }
+            record = _record(preset, trainer, state, history, n, seconds)
+            record["elapsed_s"] = elapsed()
             finished = iteration >= preset.iterations
             due = finished or previous // preset.eval_every != iteration // preset.eval_every
             if due:
-                record["eval"] = evaluate_now(state)
-                for agent, results in record["eval"].items():
-                    for spec, result in results.items():
-                        report.log(f"iteration {iteration}: {agent} vs {spec}: {describe(result)}")
+                key = jax.random.fold_in(eval_key, iteration)
+                record["eval"] = _evaluate_now(preset, trainer, state, key)
+                for line in _evaluation_lines(preset, iteration, record["eval"]):
+                    report.log(line)
             records.append(record)
             with open(out / METRICS_FILE, "a") as file:
                 file.write(json.dumps(record) + "\n")
@@ -631,14 +850,10 @@ def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_befor
             if due or interrupted or time.perf_counter() - last_save > CHECKPOINT_SECONDS:
                 save(state)
                 last_save = time.perf_counter()
-            if due:
-                plot_learning_curve(records, out / CURVE_FILE)
-            report.advance(
-                iteration,
-                f"loss {record['loss']:.3f} | {record['selfplay_steps_per_s']:.0f} moves/s",
-            )
+            if due or interrupted:
+                _plot(preset, records, out / CURVE_FILE)
+            report.advance(iteration, _progress(preset, record))
             if interrupted:
-                plot_learning_curve(records, out / CURVE_FILE)
                 report.log(
                     f"interrupted: saved a checkpoint at iteration {iteration}; "
                     f"continue with: azx train --out {out} --resume"

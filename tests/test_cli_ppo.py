@@ -1,0 +1,115 @@
+"""The `azx` command with a PPO preset: the run directory, exact resumption, evaluation
+with an interval, `load_run`, and the options that belong to the other algorithm.
+
+Small runs of the real ppo_cartpole preset (a few iterations): the point is the plumbing.
+"""
+
+import json
+import shutil
+
+import jax
+import numpy as np
+import pytest
+from test_cli import _azx, _leaves, _one_line_error
+
+import azx
+
+
+SMALL = ["--preset", "ppo_cartpole", "--log-every", "1", "--eval-every", "2"]
+SMALL += ["--eval-episodes", "4", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A 2-iteration ppo_cartpole run, made by `azx train`."""
+    out = tmp_path_factory.mktemp("run") / "cartpole"
+    result = _azx("train", "--out", out, "--iterations", 2, *SMALL)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_train_writes_metrics_with_returns_and_a_curve(trained):
+    config = json.loads((trained / "config.json").read_text())
+    preset = azx.presets.from_dict(config["preset"])
+    assert isinstance(preset, azx.presets.PPOPreset) and preset.env == "gymnax:CartPole-v1"
+    records = azx.run.read_metrics(trained)
+    assert [r["iteration"] for r in records] == [1, 2]
+    steps = preset.config.num_envs * preset.config.rollout_length
+    for record in records:
+        assert record["env_steps"] == record["iteration"] * steps
+        for name in ("loss", "policy_loss", "value_loss", "entropy", "steps_per_s"):
+            assert np.isfinite(record[name]), name
+        # An untrained CartPole policy drops the pole within a few dozen steps: every
+        # iteration of 4 x 128 steps ends episodes, whose mean length is their return.
+        assert record["episodes"] > 4
+        assert record["episode_return"] == pytest.approx(record["episode_length"])
+    evaluation = records[-1]["eval"]
+    assert evaluation["episodes"] == 4 and evaluation["unfinished"] == 0
+    assert evaluation["return_low"] <= evaluation["return_mean"] <= evaluation["return_high"]
+    assert sorted(p.name for p in (trained / "checkpoints").iterdir()) == ["2"]  # the eval
+    assert (trained / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_resume_continues_exactly(trained, tmp_path):
+    resumed = tmp_path / "resumed"
+    shutil.copytree(trained, resumed)
+    result = _azx("train", "--out", resumed, "--resume", "--iterations", 3, *SMALL[2:])
+    assert result.exit_code == 0, result.output
+    assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [1, 2, 3]
+    trainer, state = azx.presets.get("ppo_cartpole").build(seed=0)
+    straight = trainer.train(state, 3)
+    for a, b in zip(_leaves(azx.load_run(resumed).state), _leaves(straight), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_eval_gives_the_mean_return_with_an_interval(trained, tmp_path):
+    path = tmp_path / "eval.json"
+    result = _azx("eval", "--run", trained, "--episodes", 6, "--greedy", "--json", path)
+    assert result.exit_code == 0, result.output
+    assert "return" in result.output and "over 6 episodes (greedy)" in result.output
+    saved = json.loads(path.read_text())
+    assert saved["iteration"] == 2 and saved["episodes"] == 6 and saved["greedy"]
+    # The interval is mean ± t(0.975, 5) * s / sqrt(6) around the episodes' mean.
+    run = azx.load_run(trained)
+    again = run.play_episodes(6, key=jax.random.key(0), greedy=True)
+    returns = np.asarray(again.returns, np.float64)
+    assert saved["return_mean"] == pytest.approx(returns.mean())
+    half = 2.5706 * returns.std(ddof=1) / np.sqrt(6)
+    assert saved["return_high"] - saved["return_mean"] == pytest.approx(half, rel=1e-3)
+
+
+def test_load_run_gives_the_policy_network(trained):
+    run = azx.load_run(trained)
+    assert run.algorithm == "ppo" and run.iteration == 2
+    observation = run.env.observation(run.env.init(jax.random.key(0)))
+    logits, value = run.net(observation)
+    assert logits.shape == (2,) and value.shape == ()
+    with pytest.raises(azx.run.RunError, match="needs an AlphaZero run"):
+        run.agent()
+
+
+def test_options_of_the_other_algorithm_are_refused(trained, tmp_path):
+    _one_line_error(
+        _azx("train", "--preset", "ppo_cartpole", "--out", tmp_path / "a", "--opponent", "random"),
+        "--opponent applies to alphazero presets",
+    )
+    _one_line_error(
+        _azx("train", "--out", tmp_path / "b", "--eval-episodes", 5),
+        "--eval-episodes applies to ppo presets",
+    )
+    _one_line_error(_azx("eval", "--run", trained, "--games", 10), "--games applies to alphazero")
+    _one_line_error(_azx("play", "--run", trained), "azx play", "ppo run")
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+
+
+def test_env_names_pick_the_ppo_preset(tmp_path):
+    _one_line_error(
+        _azx("train", "--env", "gymnax:CartPole-v1", "--preset", "ppo_minigrid", "--out", tmp_path),
+        "does not match preset 'ppo_minigrid'",
+    )
+
+
+@pytest.mark.parametrize("name", azx.presets.names())
+def test_presets_round_trip_through_json(name):
+    preset = azx.presets.get(name)
+    assert azx.presets.from_dict(json.loads(json.dumps(preset.to_dict()))) == preset
