@@ -24,10 +24,13 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def bench(session: nox.Session) -> None:
-    """Search throughput (native vs mctx) and training throughput of the presets.
+    """Search throughput (native vs mctx), training throughput of the AlphaZero presets,
+    and PPO throughput (azx vs rejax, which runs in a virtual environment of its own,
+    created on first use under ~/.cache/azx).
 
     `nox -s bench -- --quick` runs the search benchmark on connect_four only.
     """
     session.install("-e", ".[dev]")
     session.run("python", "-m", "benchmarks.search", *session.posargs)
     session.run("python", "-m", "benchmarks.train")
+    session.run("python", "-m", "benchmarks.ppo")

@@ -1,0 +1,190 @@
+"""PPO throughput: azx's feed-forward PPO against rejax's on the same configuration, and
+the recurrent system's rate beside a feed-forward one.
+
+    python -m benchmarks.ppo [--repeats 9] [--iterations 10] [--json PATH]
+
+Feed-forward: CartPole-v1 with purejaxrl's configuration (4 environments x 128 steps, 4
+epochs x 4 minibatches, 64x64 tanh, a constant learning rate since rejax does not anneal
+it). rejax runs in its own virtual environment (`benchmarks/_reference.py`, created on
+first use) as a worker process; the two are timed in turns, `--iterations` training
+iterations per call (rollout, advantages and every update: whole `step`s), the order of
+the pair swapped every round, and compared as a ratio of median environment steps per
+second. azx runs twice: with truncation treated as termination, which is what rejax does,
+and with its default bootstrap from a truncated episode's final observation (one more
+network call per step).
+
+Recurrent: MiniGrid-Empty-6x6 with the `ppo_minigrid` preset's configuration, its GRU
+network against a feed-forward `ActorCritic` on the same configuration, timed in turns the
+same way.
+"""
+
+import argparse
+import dataclasses
+import json
+import statistics
+import time
+
+import equinox as eqx
+import jax
+
+import azx
+
+from ._reference import PUREJAXRL_CARTPOLE, RejaxPPO
+
+
+def _azx_cartpole(truncation: str):
+    c = PUREJAXRL_CARTPOLE
+    env = azx.envs.make("gymnax:CartPole-v1")
+    config = azx.ppo.Config(
+        num_envs=c["num_envs"],
+        rollout_length=c["num_steps"],
+        num_epochs=c["num_epochs"],
+        num_minibatches=c["num_minibatches"],
+        learning_rate=c["learning_rate"],
+        max_grad_norm=c["max_grad_norm"],
+        gamma=c["gamma"],
+        gae_lambda=c["gae_lambda"],
+        clip_eps=c["clip_eps"],
+        value_clip_eps=c["clip_eps"],
+        entropy_coef=c["ent_coef"],
+        value_coef=c["vf_coef"],
+        truncation=truncation,
+    )
+    net = azx.nets.ActorCritic(
+        env.observation_shape,
+        env.num_actions,
+        hidden_sizes=tuple(c["hidden_layer_sizes"]),
+        activation=c["activation"],
+        key=jax.random.key(0),
+    )
+    trainer = azx.ppo.PPO(env, config)
+    return trainer, trainer.init(net, key=jax.random.key(1))
+
+
+class _AzxRunner:
+    """Times `iterations` training iterations per call, compiled ahead of time."""
+
+    def __init__(self, trainer, state, iterations: int):
+        self.trainer, self.state, self.iterations = trainer, state, iterations
+        start = time.perf_counter()
+        self.compiled = eqx.filter_jit(trainer.train).lower(state, iterations).compile()
+        self.compile_seconds = time.perf_counter() - start
+        self.env_steps_per_call = iterations * trainer.env_steps_per_iteration
+
+    def run(self) -> float:
+        start = time.perf_counter()
+        self.state = jax.block_until_ready(self.compiled(self.state, self.iterations))
+        return time.perf_counter() - start
+
+
+def _alternate(runners: dict, repeats: int) -> dict[str, list[float]]:
+    """Seconds per call of every runner, calling them in turns (one warm-up call each)."""
+    for runner in runners.values():
+        runner.run()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    names = list(runners)
+    for round_ in range(repeats):
+        for name in names if round_ % 2 == 0 else reversed(names):
+            times[name].append(runners[name].run())
+    return times
+
+
+def feed_forward(repeats: int, iterations: int) -> list[dict]:
+    runners = {
+        "azx (truncation as termination)": _AzxRunner(*_azx_cartpole("terminate"), iterations),
+        "azx (truncation bootstrapped)": _AzxRunner(*_azx_cartpole("bootstrap"), iterations),
+    }
+    with RejaxPPO(PUREJAXRL_CARTPOLE, iterations=iterations) as rejax:
+        rejax.env_steps_per_call = iterations * rejax.env_steps_per_iteration
+        times = _alternate(runners | {"rejax": rejax}, repeats)
+        versions = rejax.versions
+    rejax_rate = rejax.env_steps_per_call / statistics.median(times["rejax"])
+    records = []
+    for name, seconds in times.items():
+        runner = rejax if name == "rejax" else runners[name]
+        rate = runner.env_steps_per_call / statistics.median(seconds)
+        records.append(
+            {
+                "system": name,
+                "env": "CartPole-v1",
+                "steps_per_s": rate,
+                "ratio_to_rejax": rate / rejax_rate,
+                "compile_s": runner.compile_seconds,
+                "seconds_per_call": seconds,
+                "jax": versions["jax"] if name == "rejax" else jax.__version__,
+            }
+        )
+    return records
+
+
+def recurrent(repeats: int, iterations: int) -> list[dict]:
+    preset = azx.presets.get("ppo_minigrid")
+    config = dataclasses.replace(preset, iterations=iterations).config
+    env = preset.make_env()
+    trainer = azx.ppo.PPO(env, config)
+    gru = preset.make_network(env, key=jax.random.key(0))
+    mlp = azx.nets.ActorCritic(env.observation_shape, env.num_actions, key=jax.random.key(0))
+    runners = {
+        "azx recurrent (GRU 16)": _AzxRunner(
+            trainer, trainer.init(gru, key=jax.random.key(1)), iterations
+        ),
+        "azx feed-forward (64x64)": _AzxRunner(
+            trainer, trainer.init(mlp, key=jax.random.key(1)), iterations
+        ),
+    }
+    times = _alternate(runners, repeats)
+    rates = {
+        name: runners[name].env_steps_per_call / statistics.median(seconds)
+        for name, seconds in times.items()
+    }
+    feed_forward_rate = rates["azx feed-forward (64x64)"]
+    return [
+        {
+            "system": name,
+            "env": "MiniGrid-Empty-6x6",
+            "steps_per_s": rate,
+            "cost_over_feed_forward": feed_forward_rate / rate,
+            "compile_s": runners[name].compile_seconds,
+            "seconds_per_call": times[name],
+            "jax": jax.__version__,
+        }
+        for name, rate in rates.items()
+    ]
+
+
+def table(records: list[dict]) -> str:
+    lines = [
+        "| system | env | env steps/s | vs rejax | time vs feed-forward | compile s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in records:
+        ratio = f"{r['ratio_to_rejax']:.2f}x" if "ratio_to_rejax" in r else ""
+        cost = f"{r['cost_over_feed_forward']:.2f}x" if "cost_over_feed_forward" in r else ""
+        lines.append(
+            f"| {r['system']} | {r['env']} | {r['steps_per_s']:.0f} | {ratio} | {cost} "
+            f"| {r['compile_s']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=9, help="timed calls per system")
+    parser.add_argument("--iterations", type=int, default=10, help="iterations per call")
+    parser.add_argument("--skip-recurrent", action="store_true")
+    parser.add_argument("--json", help="write the records to this JSON file")
+    args = parser.parse_args(argv)
+    records = feed_forward(args.repeats, args.iterations)
+    print("measured feed-forward PPO against rejax", flush=True)
+    if not args.skip_recurrent:
+        records += recurrent(args.repeats, args.iterations)
+        print("measured recurrent PPO", flush=True)
+    print(f"backend: {jax.default_backend()}; {args.repeats} calls of {args.iterations} iterations")
+    print(table(records))
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump(records, file, indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Does PPO learn? Several seeds of a PPO preset, each trained for its full run and then
+evaluated.
+
+    python -m benchmarks.ppo_learning ppo_cartpole --seeds 8 [--json PATH]
+    python -m benchmarks.ppo_learning ppo_minigrid --seeds 5
+
+Every seed trains through `PPOPreset.build` and `PPO.train` (the same code as
+`azx train`), in calls of `--chunk` iterations, then plays `--episodes` evaluation episodes
+(sampling the policy, or its most likely action with `--greedy`). Prints each seed's mean
+evaluation return with its 95% interval and the time taken; `--threshold` counts the
+seeds whose mean return reaches it.
+"""
+
+import argparse
+import json
+import time
+
+import equinox as eqx
+import jax
+
+import azx
+
+
+def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: bool) -> dict:
+    trainer, state = preset.build(seed=seed)
+    train = eqx.filter_jit(trainer.train)
+    started = time.perf_counter()
+    done = 0
+    while done < preset.iterations:
+        n = min(chunk, preset.iterations - done)
+        state = train(state, n)
+        done += n
+    state = jax.block_until_ready(state)
+    seconds = time.perf_counter() - started
+    stats = state.observation_stats if preset.config.normalize_observations else None
+    result = eqx.filter_jit(azx.ppo.evaluate)(
+        trainer.env,
+        state.net,
+        num_episodes=episodes,
+        key=jax.random.key(10_000 + seed),
+        greedy=greedy,
+        observation_stats=stats,
+    )
+    low, high = result.return_interval()
+    return {
+        "seed": seed,
+        "env_steps": trainer.env_steps(state),
+        "train_s": seconds,
+        "return_mean": result.mean_return(),
+        "return_low": low,
+        "return_high": high,
+        "unfinished": int((~result.finished).sum()),
+        "last_training_return": float(state.metrics.episode_return),
+    }
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("preset", help="a PPO preset, e.g. ppo_cartpole")
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--greedy", action="store_true")
+    parser.add_argument("--chunk", type=int, default=100, help="iterations per jitted call")
+    parser.add_argument("--threshold", type=float, help="count seeds reaching this return")
+    parser.add_argument("--json", help="write the records to this JSON file")
+    args = parser.parse_args(argv)
+    preset = azx.presets.get(args.preset)
+    if not isinstance(preset, azx.presets.PPOPreset):
+        parser.error(f"{args.preset} is not a PPO preset")
+    records = []
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
+        record = train_and_evaluate(preset, seed, args.chunk, args.episodes, args.greedy)
+        records.append(record)
+        print(
+            f"seed {seed}: return {record['return_mean']:.3f} "
+            f"[{record['return_low']:.3f}, {record['return_high']:.3f}] over {args.episodes} "
+            f"episodes after {record['env_steps']} steps ({record['train_s']:.0f} s)",
+            flush=True,
+        )
+    if args.threshold is not None:
+        reached = sum(r["return_mean"] >= args.threshold for r in records)
+        print(f"{reached} of {len(records)} seeds reach a mean return of {args.threshold}")
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump({"preset": preset.to_dict(), "records": records}, file, indent=2)
+
+
+if __name__ == "__main__":
+    main()
