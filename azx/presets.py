@@ -327,11 +327,14 @@ _PRESETS: dict[str, AnyPreset] = {
             env_options={},
             network="recurrent",
             network_options={"hidden_size": 16, "head_size": 16, "action_embedding_size": 16},
+            # Seed 002's small configuration (GRU 16, heads 16, 64 environments x 16 steps,
+            # learning rate 1e-3, 10^5 steps), with 4 epochs of 8 minibatches where it has 1
+            # of 16: 5 of 5 seeds then reach a return of 0.94-0.96, against 2 of 5 above 0.8.
             config=ppo.Config(
                 num_envs=64,
                 rollout_length=16,
-                num_epochs=1,
-                num_minibatches=16,
+                num_epochs=4,
+                num_minibatches=8,
                 learning_rate=1e-3,
                 anneal_iterations=98,
                 adam_eps=1e-8,

@@ -93,7 +93,7 @@ class Countdown(AbstractEnv):
     Each episode draws a length in `[1, max_length]` and terminates after that many steps,
     unless the time limit `limit` truncates it first. Step `t` (counted from 0) pays
     reward `t + 1`, whatever the action. The observation is `[t, length]`, so every step
-    says where in which episode it is.
+    says where in which episode it is. Action `t % num_actions` is illegal at step `t`.
     """
 
     max_length: int = eqx.field(static=True)
@@ -137,7 +137,7 @@ class Countdown(AbstractEnv):
         return jnp.stack([state.time, state.length]).astype(jnp.float32)
 
     def legal_action_mask(self, state):
-        return jnp.ones(self.num_actions, jnp.bool_)
+        return jnp.arange(self.num_actions) != state.time % self.num_actions
 
     def rewards(self, state):
         return state.reward[None]

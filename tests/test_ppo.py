@@ -256,6 +256,7 @@ def test_rollout_resets_ended_episodes_and_keeps_their_final_value():
             assert time == expected_time and 1 <= length <= 6
             assert t.episode_start[step, row] == (time == 0)
             assert t.reward[step, row] == time + 1
+            assert t.action[step, row] != time % 3  # the illegal action is never taken
             assert t.terminated[step, row] == (time + 1 == length)
             assert t.truncated[step, row] == (time + 1 == 4 and length > 4)
             if step:  # the inputs a recurrent policy reads: the step before
@@ -401,3 +402,19 @@ def test_a_network_that_does_not_fit_is_refused():
         trainer.init(wrong_observation, key=jax.random.key(0))
     with pytest.raises(ValueError, match="PPO trains single-player environments"):
         azx.ppo.PPO(azx.envs.make("tic_tac_toe"))
+
+
+def test_return_interval_uses_students_t():
+    # t(0.975) from a printed table: 12.706 (1 degree of freedom), 2.776 (4), 2.045 (29),
+    # 1.984 (99); the interval is mean ± t * s / sqrt(n).
+    for n, t in [(2, 12.706), (5, 2.776), (30, 2.045), (100, 1.984)]:
+        returns = jnp.arange(n, dtype=jnp.float32) ** 1.5
+        result = azx.ppo.EvaluationResult(
+            returns=returns, lengths=jnp.ones(n, jnp.int32), finished=jnp.ones(n, bool)
+        )
+        low, high = result.return_interval()
+        half = t * np.std(np.asarray(returns, np.float64), ddof=1) / np.sqrt(n)
+        assert result.mean_return() == pytest.approx(float(np.mean(returns)))
+        assert (high - low) / 2 == pytest.approx(half, rel=2e-4)
+    single = azx.ppo.EvaluationResult(jnp.ones(1), jnp.ones(1, jnp.int32), jnp.ones(1, bool))
+    assert single.return_interval() == (-np.inf, np.inf)
