@@ -461,11 +461,15 @@ class PPO(AbstractTrainer[TrainState]):
             truncation=self.config.truncation,
         )
 
-    def _standardize(self, x: Float[Array, "..."]) -> Float[Array, "..."]:
-        """`x` standardised by its mean and standard deviation over all shards."""
+    def _moments(self, x: Float[Array, "..."]) -> tuple[Float[Array, ""], Float[Array, ""]]:
+        """Mean and variance of all of `x`'s elements over all shards."""
         count = self.sum_over_shards(jnp.float32(x.size))
         mean = self.sum_over_shards(jnp.sum(x)) / count
-        var = self.sum_over_shards(jnp.sum(jnp.square(x - mean))) / count
+        return mean, self.sum_over_shards(jnp.sum(jnp.square(x - mean))) / count
+
+    def _standardize(self, x: Float[Array, "..."]) -> Float[Array, "..."]:
+        """`x` standardised by its mean and standard deviation over all shards."""
+        mean, var = self._moments(x)
         return (x - mean) / (jnp.sqrt(var) + 1e-8)
 
     def minibatches(
@@ -639,14 +643,9 @@ class PPO(AbstractTrainer[TrainState]):
         return eqx.tree_at(lambda s: s.metrics, state, metrics)
 
     def _explained_variance(self, target, value) -> Float[Array, ""]:
-        count = self.sum_over_shards(jnp.float32(target.size))
-
-        def variance(x):
-            mean = self.sum_over_shards(jnp.sum(x)) / count
-            return self.sum_over_shards(jnp.sum(jnp.square(x - mean))) / count
-
-        target_variance = variance(target)
-        return jnp.where(target_variance > 0, 1.0 - variance(target - value) / target_variance, 0.0)
+        target_variance = self._moments(target)[1]
+        residual_variance = self._moments(target - value)[1]
+        return jnp.where(target_variance > 0, 1.0 - residual_variance / target_variance, 0.0)
 
     def _update_stats(self, state: TrainState, observation) -> TrainState:
         if not self.config.normalize_observations:
