@@ -254,7 +254,7 @@ def plot_learning_curve(
         losses.legend(fontsize="small")
     _steps_axis(losses, records)
     last = max((r["iteration"] for r in records), default=1)
-    shift = 0.012 * max(last, 1)
+    shift = 0.025 * max(last, 1)
     for panel, spec in zip(score_axes, opponents or [None]):
         for number, agent in enumerate(agents):
             points = [(r["iteration"], r["eval"][agent][spec]) for r in evaluated
