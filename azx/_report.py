@@ -173,10 +173,17 @@ def _title(figure, records: list[dict[str, Any]], what: str) -> None:
 def plot_return_curve(
     records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "PPO"
 ) -> None:
-    """A PPO run's returns (left: training episodes, and evaluations with 95% intervals,
-    the untrained policy's at 0 steps) and losses (right) against environment steps."""
+    """A PPO run's returns (training episodes, and evaluations with 95% intervals, the
+    untrained policy's at 0 steps), value loss, and policy loss and entropy against
+    environment steps."""
     plt = _pyplot()
-    figure, (returns, losses) = plt.subplots(1, 2, figsize=(11, 4.5), constrained_layout=True)
+    from matplotlib.ticker import EngFormatter
+
+    # The value loss (squared returns, in the tens) gets its own panel: beside it the
+    # policy loss and entropy (about 1) would be flat lines at zero.
+    figure, (returns, value, policy) = plt.subplots(
+        1, 3, figsize=(14, 4.5), constrained_layout=True, sharex=True
+    )
     trained = [r for r in records if r.get("episode_return") is not None]
     returns.plot(
         [r["env_steps"] for r in trained],
@@ -205,11 +212,15 @@ def plot_return_curve(
         returns.legend(fontsize="small")
     logged = [r for r in records if "loss" in r]
     steps = [r["env_steps"] for r in logged]
-    for name in ("policy_loss", "value_loss", "entropy"):
-        losses.plot(steps, [r[name] for r in logged], label=name)
-    losses.set(xlabel="environment steps", title="losses (means over each logged call)")
+    value.plot(steps, [r["value_loss"] for r in logged], color="tab:green")
+    value.set(xlabel="environment steps", title="value loss (mean over each logged call)")
+    for name in ("policy_loss", "entropy"):
+        policy.plot(steps, [r[name] for r in logged], label=name)
+    policy.set(xlabel="environment steps", title="policy loss and entropy")
     if logged:
-        losses.legend(fontsize="small")
+        policy.legend(fontsize="small")
+    for axes in (returns, value, policy):
+        axes.xaxis.set_major_formatter(EngFormatter(sep=""))
     _title(figure, records, title)
     figure.savefig(path, dpi=100)
     plt.close(figure)
