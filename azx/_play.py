@@ -118,6 +118,7 @@ def play(
     human = first if human_first else 1 - first
     write(f"You are {'X' if human_first else 'O'}; X moves first. Type 'quit' to stop.")
     move = 0
+    thought = False
     while True:
         one = jax.tree.map(lambda x: x[0], state)
         legal = np.asarray(env.legal_action_mask(one))
@@ -138,6 +139,9 @@ def play(
                 choices = " ".join(board.name(int(a)) for a in np.flatnonzero(legal))
                 write(f"{text.strip()!r} is not a legal move; legal: {choices}")
         else:
+            # The first search compiles (seconds to tens of seconds): say so, not a silence.
+            write("azx is thinking…" + ("" if thought else " (compiling its search first)"))
+            thought = True
             actions, agent_state = act(agent, agent_state, state, key)
             action = int(actions[0])
             write(f"azx plays {board.name(action)}")

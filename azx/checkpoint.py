@@ -6,9 +6,16 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-import orbax.checkpoint as ocp
 
 from ._validate import check_positive_int
+
+
+def _orbax():
+    # Imported on first use: orbax takes about a second to import, and `import azx`
+    # should not pay for it.
+    import orbax.checkpoint
+
+    return orbax.checkpoint
 
 
 def _flatten(tree) -> dict[str, Any]:
@@ -48,6 +55,7 @@ class Checkpointer:
     def __init__(self, directory: str | os.PathLike, *, max_to_keep: int = 3):
         check_positive_int("max_to_keep", max_to_keep)
         self.directory = os.path.abspath(os.fspath(directory))
+        ocp = _orbax()
         self._manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
@@ -63,6 +71,7 @@ class Checkpointer:
         JSON-serialisable `meta` dict (e.g. the run's configuration) beside it."""
         meta = dict(meta or {})
         meta["_layout"] = {k: [list(np.shape(v)), str(v.dtype)] for k, v in _flatten(state).items()}
+        ocp = _orbax()
         self._manager.save(
             int(step),
             args=ocp.args.Composite(
@@ -85,6 +94,7 @@ class Checkpointer:
     def meta(self, step: int | None = None) -> dict[str, Any]:
         """The `meta` dict saved with checkpoint `step` (default: the newest)."""
         step = self._resolve(step)
+        ocp = _orbax()
         restored = self._manager.restore(step, args=ocp.args.Composite(meta=ocp.args.JsonRestore()))
         return dict(restored["meta"])
 
@@ -100,6 +110,7 @@ class Checkpointer:
         expected = {k: [list(np.shape(v)), str(v.dtype)] for k, v in _flatten(like).items()}
         if saved != expected:
             raise ValueError(_mismatch(self.directory, step, saved, expected))
+        ocp = _orbax()
         flat = self._manager.restore(
             step,
             args=ocp.args.Composite(state=ocp.args.StandardRestore(_abstract(_flatten(like)))),

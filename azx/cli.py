@@ -1,28 +1,102 @@
 """The `azx` command: `azx train`, `azx eval`, `azx play`, for AlphaZero and PPO runs.
 
 Bad input (an unknown preset, a run directory that does not fit, an opponent that does
-not parse) prints one line naming the problem and exits with status 2.
+not parse, a flag value out of range) prints one line naming the problem and exits with
+status 2. The library's errors name its arguments in backquotes (`` `resume` ``); this
+module turns them into flags (`--resume`).
 """
 
+import importlib
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
+import typer.core
 
-from . import presets, run as runs
+from . import __version__, presets, run as runs
+
+
+# The click that typer builds on: the `click` package, or from typer 0.29 on, typer's own
+# copy of it (whose exceptions `import click` would not catch).
+_click = importlib.import_module(typer.core.TyperGroup.__mro__[1].__module__.rpartition(".")[0])
+
+
+class _Group(typer.core.TyperGroup):
+    """Usage errors (a bad flag or value) as one line, like every other azx error."""
+
+    def main(self, *args, standalone_mode: bool = True, **kwargs):
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except _click.exceptions.NoArgsIsHelpError as error:
+            error.show()  # `azx` alone: the overview, as before
+            code = error.exit_code
+        except _click.exceptions.UsageError as error:
+            typer.echo(f"azx: error: {error.format_message()}", err=True)
+            code = error.exit_code
+        except _click.exceptions.ClickException as error:
+            error.show()
+            code = error.exit_code
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            code = 1
+        if standalone_mode:
+            sys.exit(code or 0)
+        return code
 
 
 app = typer.Typer(
+    cls=_Group,
     help="AlphaZero and PPO in JAX: train an agent, evaluate it, play it.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    # Plain help: typer's rich help shows flags as `--resume <bool>`.
+    rich_markup_mode=None,
 )
 
 
+def _show_version(value: bool | None) -> None:
+    if value:
+        typer.echo(f"azx {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool | None,
+        typer.Option(
+            "--version", callback=_show_version, is_eager=True, help="Show the version and exit."
+        ),
+    ] = None,
+) -> None:
+    """AlphaZero and PPO in JAX: train an agent, evaluate it, play it."""
+
+
+# `azx.run.train`'s arguments whose flag is not `--` + the name with dashes.
+_RENAMED = {"opponents": "opponent"}
+_ARGUMENTS = {
+    "out", "preset", "env", "seed", "resume", "iterations", "eval_every", "eval_games",
+    "eval_episodes", "opponents", "log_every",
+}  # fmt: skip
+
+
+def _as_flags(message: str) -> str:
+    """A library message with its `argument` names written as flags (`--argument`)."""
+
+    def flag(match: re.Match) -> str:
+        name = match.group(1)
+        if name not in _ARGUMENTS:
+            return match.group(0)
+        return "--" + _RENAMED.get(name, name).replace("_", "-")
+
+    return re.sub(r"`(\w+)`", flag, message)
+
+
 def _fail(message: str) -> None:
-    typer.echo(f"azx: error: {message}", err=True)
+    typer.echo(f"azx: error: {_as_flags(message)}", err=True)
     raise typer.Exit(2)
 
 
@@ -33,55 +107,92 @@ def _load(directory: Path, step: int | None) -> runs.Run:
         _fail(str(error))
 
 
+_PRESETS = ", ".join(presets.names())
+
+
 @app.command()
 def train(
-    env: Annotated[
-        str | None,
-        typer.Option(
-            help="Environment to learn (e.g. connect_four, gymnax:CartPole-v1); picks its "
-            "preset. Default: tic_tac_toe."
-        ),
-    ] = None,
     preset: Annotated[
         str | None,
-        typer.Option(help=f"Training setup: {', '.join(presets.names())}. Default: the env's."),
+        typer.Option(
+            help=f"What to train: a preset ({_PRESETS}), or pgx:GAME for any two-player pgx "
+            "game with a generic AlphaZero setup (e.g. pgx:hex).",
+            show_default="tic_tac_toe",
+            metavar="NAME",
+        ),
+    ] = None,
+    env: Annotated[
+        str | None,
+        # Kept for command lines written before --preset took games: an environment name
+        # picks the preset that plays it.
+        typer.Option(hidden=True),
     ] = None,
     out: Annotated[
         Path | None,
-        typer.Option(help="Run directory. Default: runs/<preset>-seed<seed>."),
+        typer.Option(help="Run directory.", show_default="runs/PRESET-seedSEED", metavar="DIR"),
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="Random seed. Default: 0.")] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Random seed.", show_default="0", metavar="N")
+    ] = None,
     resume: Annotated[
-        bool, typer.Option("--resume", help="Continue the run in --out from its newest checkpoint.")
+        bool,
+        typer.Option(
+            "--resume",
+            help="Continue the run in --out from its newest checkpoint, with its saved setup.",
+        ),
     ] = False,
     iterations: Annotated[
-        int | None, typer.Option(min=1, help="Training iterations. Default: the preset's.")
+        int | None,
+        typer.Option(min=1, metavar="N", help="Training iterations.", show_default="the preset's"),
     ] = None,
     eval_every: Annotated[
         int | None,
-        typer.Option(min=1, help="Iterations between evaluations and checkpoints."),
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Iterations between evaluations and checkpoints.",
+            show_default="the preset's",
+        ),
     ] = None,
     eval_games: Annotated[
-        int | None, typer.Option(min=2, help="Games per evaluation match (even; AlphaZero).")
+        int | None,
+        typer.Option(
+            min=2,
+            metavar="N",
+            help="Games per evaluation match (even; AlphaZero).",
+            show_default="the preset's",
+        ),
     ] = None,
     eval_episodes: Annotated[
-        int | None, typer.Option(min=1, help="Episodes per evaluation (PPO).")
+        int | None,
+        typer.Option(
+            min=1, metavar="N", help="Episodes per evaluation (PPO).", show_default="the preset's"
+        ),
     ] = None,
     opponent: Annotated[
         list[str] | None,
         typer.Option(
-            help="Evaluation opponent, repeatable: random, greedy, mcts:N or solver "
-            "(AlphaZero). Default: the preset's."
+            help="Evaluation opponent, repeatable: random, greedy, mcts:N or solver (AlphaZero).",
+            show_default="the preset's",
+            metavar="SPEC",
         ),
     ] = None,
     log_every: Annotated[
-        int | None, typer.Option(min=1, help="Iterations per logged training call.")
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Iterations per logged training call.",
+            show_default="the preset's",
+        ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
 ) -> None:
     """Train an agent (AlphaZero or PPO, by preset); writes config.json, metrics.jsonl,
     checkpoints and learning_curve.png into the run directory. Ctrl-C stops after saving a
     checkpoint."""
+    if resume and out is None:
+        _fail("--resume needs --out, the run directory to continue")
     try:
         runs.train(
             out,
@@ -99,53 +210,79 @@ def train(
         )
     except runs.RunError as error:
         _fail(str(error))
+    except runs.TrainingInterrupted as stop:
+        typer.echo(f"continue with: azx train --out {stop.directory} --resume", err=True)
+        raise typer.Exit(130) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None
 
 
 @app.command("eval")
 def evaluate(
-    run: Annotated[Path, typer.Option(help="Run directory written by azx train.")],
+    run: Annotated[Path, typer.Option(help="Run directory written by azx train.", metavar="DIR")],
     opponent: Annotated[
         list[str] | None,
         typer.Option(
-            help="AlphaZero: random, greedy, mcts:N (rollout MCTS) or solver; repeatable. "
-            "Default: random."
+            help="AlphaZero: random, greedy, mcts:N (rollout MCTS) or solver; repeatable.",
+            show_default="random",
+            metavar="SPEC",
         ),
     ] = None,
     games: Annotated[
-        int | None, typer.Option(min=2, help="AlphaZero: games per opponent (even). Default: 200.")
+        int | None,
+        typer.Option(
+            min=2, metavar="N", help="AlphaZero: games per opponent (even).", show_default="200"
+        ),
     ] = None,
     agent: Annotated[
         str | None,
         typer.Option(
-            help="AlphaZero: search (network + search) or network (policy argmax). Default: search."
+            help="AlphaZero: search (network + search) or network (policy argmax).",
+            show_default="search",
+            metavar="KIND",
         ),
     ] = None,
     simulations: Annotated[
         int | None,
         typer.Option(
-            min=1, help="AlphaZero: search simulations. Default: the run's training number."
+            min=1,
+            metavar="N",
+            help="AlphaZero: search simulations.",
+            show_default="the run's training number",
         ),
     ] = None,
     episodes: Annotated[
         int | None,
-        typer.Option(min=1, help="PPO: episodes to play. Default: the preset's (100)."),
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="PPO: episodes to play.",
+            show_default="the preset's",
+        ),
     ] = None,
     greedy: Annotated[
         bool | None,
         typer.Option(
             "--greedy/--sample",
-            help="PPO: play the policy's most likely action, or sample it. Default: the preset's.",
+            help="PPO: play the policy's most likely action, or sample it.",
+            show_default="the preset's",
         ),
     ] = None,
     step: Annotated[
-        int | None, typer.Option(help="Checkpoint (iteration) to load. Default: the newest.")
+        int | None,
+        typer.Option(
+            help="Checkpoint (iteration) to load.", show_default="the newest", metavar="N"
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the evaluation games.")] = 0,
+    seed: Annotated[int, typer.Option(help="Seed of the evaluation games.", metavar="N")] = 0,
     json_path: Annotated[
         Path | None,
-        typer.Option("--json", help="Result file. Default: <run>/evals/<agent>-<iteration>.json."),
+        typer.Option(
+            "--json",
+            help="Result file.",
+            show_default="RUN/evals/AGENT-ITERATION.json",
+            metavar="FILE",
+        ),
     ] = None,
 ) -> None:
     """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
@@ -183,7 +320,7 @@ def evaluate(
             agent or "search", simulations, seed,
         )  # fmt: skip
     path = json_path or run / runs.EVAL_DIR / f"{name}-{loaded.iteration}.json"
-    runs._write_json(path, result)
+    runs.write_json(path, result)
     typer.echo(f"wrote {path}")
 
 
@@ -236,13 +373,20 @@ def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, seed):
 
 @app.command()
 def play(
-    run: Annotated[Path, typer.Option(help="Run directory written by azx train.")],
+    run: Annotated[Path, typer.Option(help="Run directory written by azx train.", metavar="DIR")],
     second: Annotated[bool, typer.Option("--second", help="Let the agent move first.")] = False,
     simulations: Annotated[
         int | None,
-        typer.Option(min=1, help="Search simulations. Default: the run's training number."),
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="Search simulations.",
+            show_default="the run's training number",
+        ),
     ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the game (who is which player).")] = 0,
+    seed: Annotated[
+        int, typer.Option(help="Seed of the game (who is which player).", metavar="N")
+    ] = 0,
 ) -> None:
     """Play against the trained agent in the terminal; illegal moves are asked again."""
     from ._play import play as play_game

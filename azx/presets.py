@@ -377,3 +377,42 @@ def get(name: str) -> AnyPreset:
     if name not in _PRESETS:
         raise ValueError(f"unknown preset {name!r}; available: {', '.join(_PRESETS)}")
     return _PRESETS[name]
+
+
+def for_pgx_game(game: str) -> Preset:
+    """A generic AlphaZero setup for a two-player pgx game that has no preset of its own
+    (`azx train --preset pgx:<game>`): an MLP (width 256, depth 3), Gumbel search with 32
+    simulations, 256 games at a time, evaluated against random and greedy players. A
+    starting point that runs on any such game, not one tuned for it.
+
+    **Raises:** `ValueError` if `game` is not a two-player pgx game.
+    """
+    from .envs._pgx import pgx_names
+
+    if game not in pgx_names():
+        raise ValueError(f"unknown pgx game {game!r}; pgx has {', '.join(pgx_names())}")
+    players = envs.make(game).num_players
+    if players != 2:
+        raise ValueError(f"pgx:{game} has {players} player(s); the generic setup needs two")
+    return Preset(
+        name=f"pgx:{game}",
+        env=game,
+        network="mlp",
+        network_options={"width": 256, "depth": 3},
+        search="gumbel",
+        search_options={"num_simulations": 32},
+        config=Config(
+            num_envs=256,
+            collect_steps=8,
+            train_steps=32,
+            batch_size=512,
+            buffer_capacity=65536,
+            learning_rate=1e-3,
+            decay_iterations=1000,
+        ),
+        iterations=1000,
+        description=f"{game} (pgx), generic setup: MLP, Gumbel 32 simulations",
+        eval_opponents=("random", "greedy"),
+        eval_every=100,
+        eval_games=100,
+    )

@@ -47,7 +47,10 @@ def test_train_writes_config_metrics_checkpoints_and_curve(trained):
     config = json.loads((trained / "config.json").read_text())
     assert config["seed"] == 0
     assert azx.presets.Preset.from_dict(config["preset"]).env == "tic_tac_toe"
-    records = azx.run.read_metrics(trained)
+    # The untrained agent's evaluation comes first, as iteration 0.
+    untrained, *records = azx.run.read_metrics(trained)
+    assert untrained["iteration"] == untrained["env_steps"] == 0 and "loss" not in untrained
+    assert untrained["eval"]["search"]["random"]["games"] == 10
     assert [r["iteration"] for r in records] == [1, 2]
     preset = azx.presets.get("tic_tac_toe")
     moves = preset.config.num_envs * preset.config.collect_steps
@@ -93,7 +96,8 @@ def test_resume_continues_exactly(trained, tmp_path):
     shutil.copytree(trained, resumed)
     result = _azx("train", "--out", resumed, "--resume", "--iterations", 4, "--quiet", *SMALL)
     assert result.exit_code == 0, result.output
-    assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [1, 2, 3, 4]
+    # Iteration 0 (the untrained agent) is evaluated once, not again on resuming.
+    assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [0, 1, 2, 3, 4]
     trainer, state = azx.presets.get("tic_tac_toe").build(seed=0)
     straight = trainer.train(state, 4)
     for a, b in zip(_leaves(azx.load_run(resumed).state), _leaves(straight), strict=True):
@@ -174,6 +178,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=300)
     assert proc.returncode == 130, stdout + stderr
+    assert f"continue with: azx train --out {out} --resume" in stderr
     last = azx.run.read_metrics(out)[-1]["iteration"]
     assert azx.load_run(out).iteration == last
     result = _azx("train", "--out", out, "--resume", "--iterations", last + 1, "--quiet", *SMALL)
@@ -213,3 +218,51 @@ def test_metrics_log_survives_a_partial_last_line(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"itera\n{"iteration": 2}\n')
     with pytest.raises(json.JSONDecodeError):
         azx.run.read_metrics(tmp_path)
+
+
+def test_play_second_says_the_agent_is_thinking(trained):
+    result = _azx("play", "--run", trained, "--second", input="quit\n")
+    assert result.exit_code == 0, result.output
+    thinking = result.output.index("azx is thinking… (compiling its search first)")
+    assert thinking < result.output.index("azx plays") < result.output.index("your move")
+
+
+def test_version_and_help():
+    result = _azx("--version")
+    assert result.exit_code == 0 and result.output.strip() == f"azx {azx.__version__}"
+    for command in ("train", "eval", "play"):
+        result = _azx(command, "--help")
+        assert result.exit_code == 0, result.output
+        assert "<bool>" not in result.output and "[default:" in result.output
+    train_help = _azx("train", "--help").output
+    # Flags are plain flags; the preset flag says what it takes, including pgx:GAME.
+    assert "--resume " in train_help and "--quiet " in train_help and "pgx:GAME" in train_help
+
+
+def test_usage_errors_are_one_line_with_exit_code_2():
+    _one_line_error(_azx("train", "--iterations", 0), "'--iterations'")
+    _one_line_error(_azx("train", "--no-such-flag"), "--no-such-flag")
+    _one_line_error(_azx("eval"), "--run")
+
+
+def test_import_azx_loads_no_command_line_or_checkpoint_libraries():
+    code = "import sys, azx; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=True
+    ).stdout.split()
+    for heavy in ("matplotlib", "rich", "typer", "click", "orbax", "tqdm", "pgx", "flax"):
+        assert heavy not in loaded, heavy
+    assert azx.checkpoint.Checkpointer and azx.run.train  # still reachable as attributes
+
+
+def test_any_two_player_pgx_game_trains_with_the_generic_setup(tmp_path):
+    out = tmp_path / "hex"
+    result = _azx(
+        "train", "--preset", "pgx:hex", "--out", out, "--iterations", 2, "--quiet", *SMALL
+    )
+    assert result.exit_code == 0, result.output
+    run = azx.load_run(out)
+    assert run.iteration == 2 and run.preset.name == "pgx:hex" and run.env.num_actions == 122
+    assert [r["iteration"] for r in run.metrics()] == [0, 1, 2]
+    _one_line_error(_azx("train", "--preset", "pgx:2048"), "pgx:2048", "two")
+    _one_line_error(_azx("train", "--preset", "pgx:chess_960"), "'chess_960'", "hex")

@@ -32,7 +32,10 @@ def test_train_writes_metrics_with_returns_and_a_curve(trained):
     config = json.loads((trained / "config.json").read_text())
     preset = azx.presets.from_dict(config["preset"])
     assert isinstance(preset, azx.presets.PPOPreset) and preset.env == "gymnax:CartPole-v1"
-    records = azx.run.read_metrics(trained)
+    # The untrained policy's evaluation comes first, as iteration 0.
+    untrained, *records = azx.run.read_metrics(trained)
+    assert untrained["iteration"] == untrained["env_steps"] == 0 and "loss" not in untrained
+    assert untrained["eval"]["episodes"] == 4
     assert [r["iteration"] for r in records] == [1, 2]
     steps = preset.config.num_envs * preset.config.rollout_length
     for record in records:
@@ -55,7 +58,7 @@ def test_resume_continues_exactly(trained, tmp_path):
     shutil.copytree(trained, resumed)
     result = _azx("train", "--out", resumed, "--resume", "--iterations", 3, *SMALL[2:])
     assert result.exit_code == 0, result.output
-    assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [1, 2, 3]
+    assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [0, 1, 2, 3]
     trainer, state = azx.presets.get("ppo_cartpole").build(seed=0)
     straight = trainer.train(state, 3)
     for a, b in zip(_leaves(azx.load_run(resumed).state), _leaves(straight), strict=True):
@@ -113,3 +116,15 @@ def test_env_names_pick_the_ppo_preset(tmp_path):
 def test_presets_round_trip_through_json(name):
     preset = azx.presets.get(name)
     assert azx.presets.from_dict(json.loads(json.dumps(preset.to_dict()))) == preset
+
+
+def test_progress_names_each_phase(tmp_path):
+    # Off a terminal the phases are lines; on one they sit beside the progress bar.
+    args = ["--preset", "ppo_cartpole", "--log-every", "1", "--eval-every", "1"]
+    result = _azx("train", "--out", tmp_path, "--iterations", 1, "--eval-episodes", 4, *args)
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    compiling = lines.index("compiling the training step…")
+    evaluating = lines.index("evaluating the policy (4 episodes)…")
+    assert compiling < evaluating
+    assert lines[evaluating + 1].startswith("iteration 0 (untrained): return ")

@@ -1,10 +1,10 @@
 import functools
 import inspect
+from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import pgx
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._numerics import third_party_numerics
@@ -15,7 +15,15 @@ from ._symmetry import Symmetry, dihedral, mirror
 
 def pgx_names() -> tuple[str, ...]:
     """Every environment pgx offers."""
-    return tuple(pgx.available_envs())
+    return tuple(_pgx().available_envs())
+
+
+def _pgx():
+    # Imported on first use: pgx imports flax where it is installed (gymnax brings it),
+    # which takes seconds and loads rich, and `import azx` should not pay for that.
+    import pgx
+
+    return pgx
 
 
 # Constructor arguments that `pgx.make` itself passes; user keywords override them.
@@ -26,13 +34,13 @@ _PGX_MAKE_DEFAULTS: dict[str, dict[str, object]] = {
 
 
 @functools.cache
-def _pgx_env(name: str, kwargs: tuple[tuple[str, object], ...]) -> pgx.Env:
+def _pgx_env(name: str, kwargs: tuple[tuple[str, object], ...]) -> Any:
     # One pgx object per configuration, so that equal configurations give equal (static)
     # Module fields and jitted functions do not recompile for a second `make` call.
     # pgx builds default arrays when a game module is first imported; evaluate them
     # eagerly even if `make` is called while tracing, or they would leak as tracers.
     with jax.ensure_compile_time_eval():
-        env = pgx.make(name)
+        env = _pgx().make(name)
         if kwargs:
             env = type(env)(**(_PGX_MAKE_DEFAULTS.get(name, {}) | dict(kwargs)))
     return env
@@ -46,14 +54,14 @@ class PgxEnv(AbstractEnv):
     """
 
     name: str = eqx.field(static=True)
-    env: pgx.Env = eqx.field(static=True)
+    env: Any = eqx.field(static=True)  # a pgx.Env
     max_episode_steps: int | None = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
     num_players: int = eqx.field(static=True)
     observation_shape: tuple[int, ...] = eqx.field(static=True)
     observation_dtype: jnp.dtype = eqx.field(static=True)
 
-    def __init__(self, env: pgx.Env, *, max_episode_steps: int | None = None):
+    def __init__(self, env: Any, *, max_episode_steps: int | None = None):
         """**Arguments:**
 
         - `env`: a pgx environment, e.g. `pgx.make("connect_four")`.
@@ -128,7 +136,7 @@ def make_pgx(name: str, *, max_episode_steps: int | None = None, **kwargs) -> Pg
     """The pgx environment `name` (one of `pgx_names()`) as a [`azx.envs.PgxEnv`][];
     `**kwargs` go to the pgx environment's constructor."""
     if kwargs:
-        cls = type(pgx.make(name))
+        cls = type(_pgx().make(name))
         params = inspect.signature(cls.__init__).parameters
         accepted = [p for p in params if p != "self"]
         unknown = sorted(set(kwargs) - set(accepted))

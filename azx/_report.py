@@ -1,0 +1,316 @@
+"""Evaluation results of a run as records and lines of text, and its pictures.
+
+The records are what `metrics.jsonl` and `evals/` hold; the pictures are the run's
+`learning_curve.png`.
+"""
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from . import arena, ppo
+from .envs import AbstractEnv
+
+
+def match_record(result: arena.MatchResult) -> dict[str, Any]:
+    """A match's counts, score and 95% interval as a JSON-ready dict."""
+    low, high = result.score_interval()
+    return {
+        "games": result.num_games,
+        "wins": result.wins,
+        "draws": result.draws,
+        "losses": result.losses,
+        "as_first": list(result.as_first),
+        "as_second": list(result.as_second),
+        "score": result.score,
+        "score_low": low,
+        "score_high": high,
+        "unfinished": result.num_unfinished,
+    }
+
+
+_play_match = eqx.filter_jit(arena.play_match)
+
+
+def evaluate(
+    env: AbstractEnv,
+    agents: dict[str, arena.AbstractAgent],
+    opponents: Sequence[str],
+    *,
+    num_games: int,
+    key,
+    on_match: Callable[[str, str], None] | None = None,
+) -> dict[str, dict[str, dict[str, Any]]]:
+    """Play every agent against every opponent spec (see [`azx.arena.opponent`][]).
+    `on_match(agent_name, opponent_spec)`, if given, is called before each match (to
+    show progress).
+
+    **Returns:** `{agent_name: {opponent_spec: match_record}}`.
+    """
+    results: dict[str, dict[str, dict[str, Any]]] = {}
+    for name, agent in agents.items():
+        results[name] = {}
+        for index, spec in enumerate(opponents):
+            if on_match is not None:
+                on_match(name, spec)
+            result = _play_match(
+                env,
+                agent,
+                arena.opponent(spec, env),
+                num_games=num_games,
+                key=jax.random.fold_in(key, index),
+            )
+            results[name][spec] = match_record(result)
+    return results
+
+
+def _play_episodes(trainer, state, num_episodes: int, key, greedy: bool):
+    stats = state.observation_stats if trainer.config.normalize_observations else None
+    return _evaluate_episodes(
+        trainer.env,
+        state.net,
+        num_episodes=num_episodes,
+        key=key,
+        greedy=greedy,
+        observation_stats=stats,
+    )
+
+
+_evaluate_episodes = eqx.filter_jit(ppo.evaluate)
+
+
+def return_record(result: ppo.EvaluationResult, *, greedy: bool) -> dict[str, Any]:
+    """Episode returns summarised as a JSON-ready dict: mean, 95% interval, lengths."""
+    low, high = result.return_interval()
+    return {
+        "episodes": int(result.returns.shape[0]),
+        "greedy": greedy,
+        "return_mean": result.mean_return(),
+        "return_low": low,
+        "return_high": high,
+        "return_min": float(np.min(result.returns)),
+        "return_max": float(np.max(result.returns)),
+        "length_mean": float(np.mean(result.lengths)),
+        "unfinished": int(np.sum(~np.asarray(result.finished))),
+    }
+
+
+def evaluate_policy(trainer, state, *, num_episodes: int, key, greedy: bool) -> dict[str, Any]:
+    """A PPO run's policy over `num_episodes` episodes, as a [`return_record`][]."""
+    result = _play_episodes(trainer, state, num_episodes, key, greedy)
+    return return_record(result, greedy=greedy)
+
+
+def describe_return(record: dict[str, Any]) -> str:
+    """Mean return with its 95% interval and the mean length, on one line."""
+    unfinished = f", {record['unfinished']} unfinished" if record["unfinished"] else ""
+    return (
+        f"return {record['return_mean']:.3f} [{record['return_low']:.3f}, "
+        f"{record['return_high']:.3f}] over {record['episodes']} episodes "
+        f"({'greedy' if record['greedy'] else 'sampled'}), mean length "
+        f"{record['length_mean']:.1f}{unfinished}"
+    )
+
+
+def describe(record: dict[str, Any]) -> str:
+    """`W/D/L` with per-colour counts and the score's 95% interval, on one line."""
+    first, second = record["as_first"], record["as_second"]
+    return (
+        f"W/D/L {record['wins']}/{record['draws']}/{record['losses']} of {record['games']} "
+        f"(first {'/'.join(map(str, first))}, second {'/'.join(map(str, second))}), "
+        f"score {record['score']:.3f} [{record['score_low']:.3f}, {record['score_high']:.3f}]"
+    )
+
+
+# ----------------------------------------------------------------------------- pictures
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _steps_axis(axes, records: list[dict[str, Any]]) -> None:
+    """A second x axis on top of `axes` (whose x is the iteration): environment steps."""
+    from matplotlib.ticker import EngFormatter
+
+    trained = [r for r in records if r["iteration"] > 0]
+    if not trained:
+        return
+    per_iteration = trained[-1]["env_steps"] / trained[-1]["iteration"]
+    top = axes.secondary_xaxis(
+        "top", functions=(lambda i: i * per_iteration, lambda steps: steps / per_iteration)
+    )
+    top.xaxis.set_major_formatter(EngFormatter(sep=""))  # 15k, not 15000
+    top.set_xlabel("environment steps (self-play moves)", fontsize="small")
+    top.tick_params(labelsize="small")
+
+
+def _title(figure, records: list[dict[str, Any]], what: str) -> None:
+    """The run's extent in a title: iterations, steps and wall time so far."""
+    if not records:
+        return
+    last = records[-1]
+    seconds = last.get("elapsed_s")
+    took = "" if seconds is None else (
+        f", {seconds / 60:.1f} min" if seconds >= 120 else f", {seconds:.0f} s"
+    )  # fmt: skip
+    figure.suptitle(
+        f"{what}: {last['iteration']} iterations, {last['env_steps']:,} environment steps"
+        f"{took} (compile and evaluations included)",
+        fontsize="medium",
+    )
+
+
+def plot_return_curve(
+    records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "PPO"
+) -> None:
+    """A PPO run's returns (training episodes, and evaluations with 95% intervals, the
+    untrained policy's at 0 steps), value loss, and policy loss and entropy against
+    environment steps."""
+    plt = _pyplot()
+    from matplotlib.ticker import EngFormatter
+
+    # The value loss (squared returns, in the tens) gets its own panel: beside it the
+    # policy loss and entropy (about 1) would be flat lines at zero.
+    figure, (returns, value, policy) = plt.subplots(
+        1, 3, figsize=(14, 4.5), constrained_layout=True, sharex=True
+    )
+    trained = [r for r in records if r.get("episode_return") is not None]
+    returns.plot(
+        [r["env_steps"] for r in trained],
+        [r["episode_return"] for r in trained],
+        color="tab:blue",
+        alpha=0.6,
+        label="training episodes (mean of each logged call)",
+    )
+    evaluated = [r for r in records if "eval" in r]
+    if evaluated:
+        means = [r["eval"]["return_mean"] for r in evaluated]
+        returns.errorbar(
+            [r["env_steps"] for r in evaluated],
+            means,
+            yerr=[
+                [m - r["eval"]["return_low"] for m, r in zip(means, evaluated)],
+                [r["eval"]["return_high"] - m for m, r in zip(means, evaluated)],
+            ],
+            color="tab:orange",
+            marker="o",
+            capsize=3,
+            label="evaluation (95% interval)",
+        )
+    returns.set(xlabel="environment steps", ylabel="episode return", title="return")
+    if records:
+        returns.legend(fontsize="small")
+    logged = [r for r in records if "loss" in r]
+    steps = [r["env_steps"] for r in logged]
+    value.plot(steps, [r["value_loss"] for r in logged], color="tab:green")
+    value.set(xlabel="environment steps", title="value loss (mean over each logged call)")
+    for name in ("policy_loss", "entropy"):
+        policy.plot(steps, [r[name] for r in logged], label=name)
+    policy.set(xlabel="environment steps", title="policy loss and entropy")
+    if logged:
+        policy.legend(fontsize="small")
+    for axes in (returns, value, policy):
+        axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+    _title(figure, records, title)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+# Agents told apart by marker and line style as well as colour, and drawn side by side
+# (a small shift along x), so that equal scores do not hide one another.
+_AGENT_STYLES = {
+    "search": {"color": "tab:blue", "marker": "o", "linestyle": "-"},
+    "network": {"color": "tab:orange", "marker": "s", "linestyle": "--"},
+}
+_OTHER_STYLE = {"color": "tab:green", "marker": "^", "linestyle": ":"}
+_AGENT_LABELS = {"search": "network + search", "network": "network alone (policy argmax)"}
+
+
+def plot_learning_curve(
+    records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "AlphaZero"
+) -> None:
+    """An AlphaZero run at a glance: losses (left), and one panel per evaluation opponent
+    with every agent's score and 95% interval (the untrained agent's at iteration 0),
+    against iteration (and environment steps, on top)."""
+    plt = _pyplot()
+    evaluated = [r for r in records if "eval" in r]
+    agents = list(dict.fromkeys(a for r in evaluated for a in r["eval"]))
+    opponents = list(dict.fromkeys(o for r in evaluated for a in r["eval"].values() for o in a))
+    panels = max(len(opponents), 1)
+    figure, axes = plt.subplots(
+        1,
+        1 + panels,
+        figsize=(4.2 * (1 + panels), 4.6),
+        constrained_layout=True,
+        squeeze=False,
+        sharex=True,
+    )
+    losses, score_axes = axes[0][0], axes[0][1:]
+    logged = [r for r in records if "loss" in r]
+    iterations = [r["iteration"] for r in logged]
+    for name in ("loss", "policy_loss", "value_loss"):
+        losses.plot(iterations, [r[name] for r in logged], label=name)
+    losses.set(xlabel="iteration", ylabel="loss", title="training loss")
+    if logged:
+        losses.legend(fontsize="small")
+    _steps_axis(losses, records)
+    last = max((r["iteration"] for r in records), default=1)
+    shift = 0.025 * max(last, 1)
+    for panel, spec in zip(score_axes, opponents or [None]):
+        for number, agent in enumerate(agents):
+            points = [(r["iteration"], r["eval"][agent][spec]) for r in evaluated
+                      if spec in r["eval"].get(agent, {})]  # fmt: skip
+            if not points:
+                continue
+            offset = (number - (len(agents) - 1) / 2) * shift
+            score = np.asarray([p["score"] for _, p in points])
+            panel.errorbar(
+                [i + offset for i, _ in points],
+                score,
+                yerr=[
+                    score - [p["score_low"] for _, p in points],
+                    [p["score_high"] for _, p in points] - score,
+                ],  # fmt: skip
+                capsize=3,
+                markersize=6,
+                label=_AGENT_LABELS.get(agent, agent),
+                **_AGENT_STYLES.get(agent, _OTHER_STYLE),
+            )
+        if spec == "solver":
+            # A perfect player draws every game against the solver: 0.5 is the best score.
+            panel.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
+            panel.annotate(
+                "perfect play (all draws)",
+                (0, 0.5),
+                xycoords=("axes fraction", "data"),
+                xytext=(3, 3),
+                textcoords="offset points",
+                fontsize="x-small",
+                color="grey",
+            )
+        games = next((p["games"] for r in evaluated for a in r["eval"].values()
+                      for o, p in a.items() if o == spec), None)  # fmt: skip
+        panel.set(
+            xlabel="iteration",
+            ylabel="score (win 1, draw 1/2, loss 0)",
+            title=f"vs {spec}" + (f" ({games} games each)" if games else ""),
+            ylim=(-0.03, 1.03),
+        )
+        panel.grid(axis="y", alpha=0.3)
+        _steps_axis(panel, records)
+    handles, labels = score_axes[0].get_legend_handles_labels()
+    if handles:
+        figure.legend(handles, labels, loc="outside lower center", ncols=len(handles))
+    _title(figure, records, title)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

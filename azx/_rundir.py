@@ -1,0 +1,286 @@
+"""A run directory on disk (files, configuration, checkpoints) and [`azx.load_run`][].
+
+Private: the public names are re-exported by `azx.run`.
+"""
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from . import arena, ppo, presets
+from ._report import _play_episodes
+from ._trainer import AbstractTrainer
+from .checkpoint import Checkpointer
+from .envs import AbstractEnv
+
+
+CONFIG_FILE = "config.json"
+METRICS_FILE = "metrics.jsonl"
+CHECKPOINT_DIR = "checkpoints"
+CURVE_FILE = "learning_curve.png"
+EVAL_DIR = "evals"
+
+
+class RunError(ValueError):
+    """Bad input for a run (unknown preset, missing checkpoint, conflicting directory...).
+
+    Messages name the arguments of [`azx.run.train`][] and [`azx.load_run`][] in
+    backquotes (`` `resume` ``, `` `out` ``); the command line prints them as one line
+    with its own flag names (`--resume`, `--out`) and exits with status 2."""
+
+
+# ----------------------------------------------------------------------------- files
+
+
+def _write_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write `text` to `path` through a temporary file and a rename: never half-written."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(handle, "w") as file:
+            file.write(text)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | os.PathLike, data: Any) -> None:
+    """Write `data` as indented JSON to `path` through a temporary file and a rename."""
+    _write_atomic(path, json.dumps(data, indent=2) + "\n")
+
+
+def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
+    """The records of a run's `metrics.jsonl` (empty if there are none yet)."""
+    path = Path(directory) / METRICS_FILE
+    if not path.exists():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(lines):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            if number < len(lines) - 1:
+                raise
+            # A crash mid-append leaves at most a partial last line: drop it.
+    return records
+
+
+def _run_config(preset: presets.AnyPreset, seed: int) -> dict[str, Any]:
+    from . import __version__
+
+    return {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
+
+
+# What changes the trained network; the rest (length, evaluation, logging) may differ
+# between a run and its resumption.
+_NOT_TRAINING = {"name", "description", "iterations", "eval_opponents", "eval_agents",
+                 "eval_every", "eval_games", "eval_episodes", "eval_greedy",
+                 "log_every"}  # fmt: skip
+
+
+def _training_identity(config: dict[str, Any]) -> dict[str, Any]:
+    preset = {k: v for k, v in config["preset"].items() if k not in _NOT_TRAINING}
+    return {"seed": config["seed"], **preset}
+
+
+def _differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
+    names = []
+    for key in sorted(set(a) | set(b)):
+        x, y = a.get(key), b.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):
+            names += _differences(x, y, f"{prefix}{key}.")
+        elif x != y:
+            names.append(f"{prefix}{key} ({x!r} there, {y!r} here)")
+    return names
+
+
+def _load_config(directory: Path) -> dict[str, Any]:
+    path = directory / CONFIG_FILE
+    if not path.exists():
+        raise RunError(f"{directory} is not an azx run: it has no {CONFIG_FILE}")
+    try:
+        config = json.loads(path.read_text())
+        presets.from_dict(config["preset"])
+        return config
+    except (ValueError, KeyError, TypeError) as error:
+        raise RunError(f"{path} is not a valid run configuration: {error}") from None
+
+
+# ----------------------------------------------------------------------------- runs
+
+
+@dataclasses.dataclass
+class Run:
+    """A trained run, opened by [`azx.load_run`][]."""
+
+    directory: Path
+    preset: presets.AnyPreset
+    """The full training setup (environment, network, algorithm, `Config`)."""
+    seed: int
+    iteration: int
+    """Training iterations of the loaded checkpoint."""
+    env: AbstractEnv
+    trainer: AbstractTrainer
+    state: Any
+    """The whole training state at `iteration` (an `azx.alphazero.TrainState` or an
+    `azx.ppo.TrainState`: parameters, optimiser, environments, and the rest)."""
+
+    @property
+    def algorithm(self) -> str:
+        """`"alphazero"` or `"ppo"`."""
+        return self.preset.algorithm
+
+    @property
+    def config(self):
+        """The run's [`azx.alphazero.Config`][] or [`azx.ppo.Config`][]."""
+        return self.preset.config
+
+    @property
+    def net(self) -> Any:
+        """The trained network, an Equinox module on ONE observation (`jax.vmap` it for
+        batches): `(logits, value)`, or for a recurrent PPO network
+        `(carry, (logits, value))`."""
+        return self.state.net
+
+    def _alphazero_only(self, what: str) -> None:
+        if self.algorithm != "alphazero":
+            raise RunError(
+                f"{what} needs an AlphaZero run; {self.directory} is a {self.algorithm} run"
+            )
+
+    def search(self, num_simulations: int | None = None, **options) -> Any:
+        """The run's search played greedily (no exploration noise), with its training
+        number of simulations unless `num_simulations` is given (AlphaZero runs)."""
+        self._alphazero_only("a search")
+        if num_simulations is not None:
+            options["num_simulations"] = num_simulations
+        return self.preset.make_eval_search(**options)
+
+    def agent(self, kind: str = "search", *, num_simulations: int | None = None) -> Any:
+        """An arena agent: `"search"` (network + greedy search) or `"network"` (argmax of
+        the policy, no search) (AlphaZero runs)."""
+        self._alphazero_only("an arena agent")
+        if kind == "network":
+            return arena.NetworkAgent(self.net)
+        if kind == "search":
+            return arena.SearchAgent(self.net, self.search(num_simulations))
+        raise RunError(f"agent must be 'search' or 'network', got {kind!r}")
+
+    def play_episodes(
+        self, num_episodes: int, *, key, greedy: bool | None = None
+    ) -> ppo.EvaluationResult:
+        """`num_episodes` episodes of the trained policy ([`azx.ppo.evaluate`][]), greedy
+        or sampled as the preset evaluates unless `greedy` is given (PPO runs)."""
+        if self.algorithm != "ppo":
+            raise RunError(f"episodes need a PPO run; {self.directory} is an AlphaZero run")
+        greedy = self.preset.eval_greedy if greedy is None else greedy
+        return _play_episodes(self.trainer, self.state, num_episodes, key, greedy)
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The records of `metrics.jsonl`."""
+        return read_metrics(self.directory)
+
+
+def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
+    """Open the run in `directory` at checkpoint `step` (default: the newest).
+
+    **Raises:** [`azx.run.RunError`][] if the directory holds no run or no checkpoint.
+    """
+    directory = Path(directory)
+    config = _load_config(directory)
+    preset = presets.from_dict(config["preset"])
+    with _checkpointer(directory) as checkpoints:
+        if checkpoints.latest_step() is None:
+            raise RunError(f"{directory} has no checkpoint yet")
+        trainer, like = _build(preset, config["seed"])
+        try:
+            state = checkpoints.restore(like, step=step)
+        except FileNotFoundError as error:
+            raise RunError(str(error)) from None
+    return Run(
+        directory=directory,
+        preset=preset,
+        seed=config["seed"],
+        iteration=int(state.iteration),
+        env=trainer.env,
+        trainer=trainer,
+        state=state,
+    )
+
+
+def _latest_step(out: Path) -> int | None:
+    with _checkpointer(out) as manager:
+        return manager.latest_step()
+
+
+def _resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
+    """The saved configuration of the run in `out`, checked against explicit options."""
+    if not (out / CONFIG_FILE).exists():
+        raise RunError(f"`resume`: {out} holds no run to resume (no {CONFIG_FILE})")
+    saved = _load_config(out)
+    if _latest_step(out) is None:
+        raise RunError(
+            f"`resume`: no checkpoint in {out / CHECKPOINT_DIR}; start the run again instead"
+        )
+    conflicts = [
+        f"`{name}` {value!r} (the run has {saved_value!r})"
+        for name, value, saved_value in (
+            ("preset", explicit.get("preset"), saved["preset"]["name"]),
+            ("env", explicit.get("env"), saved["preset"]["env"]),
+            ("seed", explicit.get("seed"), saved["seed"]),
+        )
+        if value is not None and value != saved_value
+    ]
+    if conflicts:
+        raise RunError(
+            f"`resume` continues {out} as configured; conflicting: {', '.join(conflicts)}"
+        )
+    return saved
+
+
+def _check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
+    """Refuse to start `config` in `out` if that would overwrite or mix with a saved run."""
+    if (out / CONFIG_FILE).exists():
+        saved = _load_config(out)
+        differences = _differences(_training_identity(saved), _training_identity(config))
+        if differences:
+            raise RunError(
+                f"{out} holds a run with a different configuration ({'; '.join(differences)}); "
+                "choose another `out`, or `resume` to continue that run"
+            )
+        latest = _latest_step(out)
+        if latest is not None:
+            raise RunError(
+                f"{out} already holds this run (checkpoint at iteration {latest}); "
+                "`resume` to continue it, or choose another `out`"
+            )
+    elif out.exists() and any(out.iterdir()):
+        raise RunError(f"{out} is not empty and holds no azx run; choose another `out`")
+
+
+@contextmanager
+def _checkpointer(out: Path) -> Iterator[Checkpointer]:
+    manager = Checkpointer(out / CHECKPOINT_DIR)
+    try:
+        yield manager
+    finally:
+        manager.close()
+
+
+def _build(preset: presets.AnyPreset, seed: int):
+    """The preset's trainer and initial state; a preset that cannot be built here (an
+    environment whose package is missing, say) is a `RunError`."""
+    try:
+        return preset.build(seed=seed)
+    except (ValueError, ImportError) as error:
+        raise RunError(f"preset {preset.name!r}: {error}") from None
