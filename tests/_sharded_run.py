@@ -14,8 +14,8 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+from _games import Countdown  # noqa: E402
 from _trainer_setup import tic_tac_toe  # noqa: E402
-from games import Countdown  # noqa: E402
 
 import azx  # noqa: E402
 

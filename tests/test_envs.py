@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from games import SubtractionGame
+from _games import SubtractionGame
 from hypothesis import given, settings
 
 import azx.envs

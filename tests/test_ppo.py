@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from games import Countdown
+from _games import Countdown
 
 import azx
 
