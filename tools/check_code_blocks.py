@@ -88,7 +88,9 @@ def run(block: Block) -> tuple[Block, bool, float, str]:
     parts = block.chain + [block]
     code = "\n".join(part.code for part in parts)
     setup = next((p.argument for p in parts if p.marker == "setup"), None)
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    )
     env["MPLBACKEND"] = "Agg"
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="azx-docs-") as directory:
@@ -120,7 +122,10 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=2, help="blocks run at once (default 2)")
     parser.add_argument("--verbose", "-v", action="store_true", help="print every output")
     args = parser.parse_args()
-    files = [f.resolve() for f in args.files] or [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    files = [f.resolve() for f in args.files] or [
+        ROOT / "README.md",
+        *sorted((ROOT / "docs").glob("*.md")),
+    ]
     for path in list(files):
         if (reason := NOT_CHECKED.get(path.relative_to(ROOT).as_posix())) is not None:
             print(f"skip  {path.relative_to(ROOT)}: {reason}")
@@ -142,7 +147,7 @@ def main() -> int:
             if not ok or args.verbose:
                 failures += not ok
                 print("      " + output.strip().replace("\n", "\n      "), flush=True)
-    print(f"{len(to_run) - failures} passed, {failures} failed")
+    print(f"{len(to_run) - failures} code blocks ran, {failures} failed")
     return 1 if failures else 0
 
 

@@ -5,7 +5,9 @@ the same Markdown reads right on GitHub and in the built site."""
 import re
 
 
-_REPOSITORY_LINK = re.compile(r"\]\(\.\./((?:azx|benchmarks|tests|examples)/[^)\s]*|[A-Za-z_.]+\.(?:md|toml|py))\)")
+_REPOSITORY_LINK = re.compile(
+    r"\]\(\.\./((?:azx|benchmarks|tests|examples)/[^)\s]*|[A-Za-z_.]+\.(?:md|toml|py))\)"
+)
 
 
 def on_page_markdown(markdown, page, config, files):
