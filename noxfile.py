@@ -1,4 +1,4 @@
-"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s bench`."""
+"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s docs`, `nox -s bench`."""
 
 import nox
 
@@ -20,6 +20,20 @@ def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site (warnings are errors), then run every Python code
+    block of README.md and docs/ (tools/check_code_blocks.py; 14 minutes on a busy 2-core
+    CPU).
+
+    `nox -s docs -- --no-run` builds the site only.
+    """
+    session.install("-e", ".[envs,docs]")
+    session.run("mkdocs", "build", "--strict")
+    if "--no-run" not in session.posargs:
+        session.run("python", "tools/check_code_blocks.py")
 
 
 @nox.session

@@ -1,9 +1,9 @@
 """Ready-made training setups: the environment, network, algorithm and sizes that work
 together.
 
-preset = azx.presets.get("tic_tac_toe")
-trainer, state = preset.build(seed=0)
-state = eqx.filter_jit(trainer.train)(state, preset.iterations)
+    preset = azx.presets.get("tic_tac_toe")
+    trainer, state = preset.build(seed=0)
+    state = eqx.filter_jit(trainer.train)(state, preset.iterations)
 
 AlphaZero presets are [`azx.presets.Preset`][]s; PPO presets (`ppo_*`) are
 [`azx.presets.PPOPreset`][]s. Both build a trainer and its initial state the same way.
