@@ -24,7 +24,8 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def docs(session: nox.Session) -> None:
-    """Build the documentation site (warnings are errors), then run every Python code
+    """Build the documentation site (warnings are errors), check that every public name
+    has an API reference entry, then run every Python code
     block of README.md and docs/ (tools/check_code_blocks.py; 14 minutes on a busy 2-core
     CPU).
 
@@ -32,6 +33,7 @@ def docs(session: nox.Session) -> None:
     """
     session.install("-e", ".[envs,docs]")
     session.run("mkdocs", "build", "--strict")
+    session.run("python", "tools/check_api_reference.py")
     if "--no-run" not in session.posargs:
         session.run("python", "tools/check_code_blocks.py")
 
