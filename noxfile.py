@@ -25,9 +25,8 @@ def lint(session: nox.Session) -> None:
 @nox.session
 def docs(session: nox.Session) -> None:
     """Build the documentation site (warnings are errors), check that every public name
-    has an API reference entry, then run every Python code
-    block of README.md and docs/ (tools/check_code_blocks.py; 14 minutes on a busy 2-core
-    CPU).
+    has an API reference entry, then run every Python code block of README.md and docs/
+    (tools/check_code_blocks.py; 14 minutes on a busy 2-core CPU).
 
     `nox -s docs -- --no-run` builds the site only.
     """
