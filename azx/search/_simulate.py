@@ -6,7 +6,8 @@ One simulation, for the whole batch at once:
    terminal node or the depth limit (`azx.search._kernels.descend`); the loop carries each
    row's current node and the path taken, never the tree;
 2. expand: one batched environment step and network call from the leaf's parent, the new
-   node written into the next free slot (`expand`);
+   node written into the next free slot (`azx.search._tree.store_node`) and its state
+   into the state store (`azx.search._store.store_state`);
 3. back up: the returns along the path, from the leaf upwards, added to each node's mean
    value and visit count (`azx.search._kernels.backup`).
 
