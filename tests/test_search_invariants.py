@@ -1,6 +1,8 @@
 """Properties every search must keep, on random positions (hypothesis), and the interface:
 one compile, configuration errors, the mctx backend behind the same calls."""
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -161,7 +163,7 @@ def test_configuration_errors_name_the_bad_value(build, message):
 
 
 @pytest.mark.parametrize("game", ["connect_four", "othello", "go_9x9", "2048"])
-def test_storing_only_what_a_step_reads_changes_nothing(game, monkeypatch):
+def test_storing_only_what_a_step_reads_changes_nothing(game):
     """The tree keeps only the state leaves that `step` reads (for pgx: not the observation
     or the rewards). A search over trees that keep every leaf must give the same result."""
     env = azx.envs.make(game)
@@ -169,7 +171,7 @@ def test_storing_only_what_a_step_reads_changes_nothing(game, monkeypatch):
     states = random_positions(env, jax.random.key(4), 2, max_moves=6)
     search = Gumbel(6, max_num_considered_actions=4)
 
-    def run():
+    def run(search):
         output = eqx.filter_jit(search)(
             net, env, search.init(env, 2), states, key=jax.random.key(5)
         )
@@ -181,9 +183,8 @@ def test_storing_only_what_a_step_reads_changes_nothing(game, monkeypatch):
         ".observation",
         ".rewards",
     }
-    pruned, pruned_words = run()
-    monkeypatch.setattr(azx.search._tree, "leaves_read_by_step", lambda env, state: None)
-    full, full_words = run()
+    pruned, pruned_words = run(search)
+    full, full_words = run(dataclasses.replace(search, stored_leaves="all"))
     assert pruned_words < full_words
     legal = jax.vmap(env.legal_action_mask)(states)
     assert bool(jnp.all(legal[jnp.arange(2), pruned.action]))
@@ -196,7 +197,7 @@ def test_storing_only_what_a_step_reads_changes_nothing(game, monkeypatch):
 def test_packed_states_round_trip():
     """Every kind of leaf survives packing into words, read back whole (`unpack_state`) or
     row by row, one gather per leaf (`unpack_rows`, what the search uses)."""
-    from azx.search._tree import pack_state, state_layout, unpack_rows, unpack_state
+    from azx.search._store import pack_state, state_layout, unpack_rows, unpack_state
 
     keys = jax.random.split(jax.random.key(0), 6)
     states = {
@@ -224,8 +225,7 @@ BACKUP_CASES = {
 
 def _two_moves(search, env, net, states):
     """The outputs of two searches, the second after the move the first chose and the
-    tree advanced along it. Jitted afresh on every call, so that a monkeypatched search
-    function is traced again."""
+    tree advanced along it."""
 
     @eqx.filter_jit
     def run(states):
@@ -242,18 +242,16 @@ def _two_moves(search, env, net, states):
 
 
 @pytest.mark.parametrize("name", sorted(BACKUP_CASES))
-def test_row_and_lockstep_code_agree_bit_for_bit(name, monkeypatch):
-    """On CPU the backup runs one batch row at a time (`_backup_rows`) and PUCT's descent
-    finishes its last rows one at a time (`_finish_by_row`); elsewhere all rows move in
-    lockstep. Over two moves (so that reused statistics are backed up into as well), both
-    must leave the same trees."""
+def test_row_and_lockstep_code_agree_bit_for_bit(name):
+    """With `kernels="row"` the backup runs one batch row at a time (`azx.search._rows`)
+    and PUCT's descent finishes its last rows one at a time; with `kernels="lockstep"` all
+    rows move together. Over two moves (so that reused statistics are backed up into as
+    well), both must leave the same trees."""
     search, env = BACKUP_CASES[name]
     net = NET if env is ENV else mlp(env, seed=2)
     states = random_positions(env, jax.random.key(3), BATCH, max_moves=8)
-    rows = _two_moves(search, env, net, states)[-1]
-    monkeypatch.setattr(azx.search._native, "_backup", azx.search._native._backup_lockstep)
-    monkeypatch.setattr(PUCT, "_row_finish", False)
-    lockstep = _two_moves(search, env, net, states)[-1]
+    rows = _two_moves(dataclasses.replace(search, kernels="row"), env, net, states)[-1]
+    lockstep = _two_moves(dataclasses.replace(search, kernels="lockstep"), env, net, states)[-1]
     assert_trees_equal(rows, lockstep)
 
 
@@ -267,9 +265,9 @@ ORDER_CASES = {
 
 
 @pytest.mark.parametrize("name", sorted(ORDER_CASES))
-def test_gumbel_rounds_in_any_order_leave_the_same_statistics(name, monkeypatch):
+def test_gumbel_rounds_in_any_order_leave_the_same_statistics(name):
     """Rounds of sequential halving that visit every candidate once run in any order
-    (`Gumbel._ordered_simulations`); over two moves with Gumbel noise, the searches must
+    (`reorder_rounds=True`, the default); over two moves with Gumbel noise, the searches must
     end as the sequential rule does: the same root visits, Q, choices and targets, and the
     root value to rounding."""
     search = ORDER_CASES[name]
@@ -281,8 +279,7 @@ def test_gumbel_rounds_in_any_order_leave_the_same_statistics(name, monkeypatch)
         return (output.action, output.policy_target, *stats)
 
     any_order = _two_moves(search, ENV, NET, states)
-    monkeypatch.setattr(Gumbel, "_ordered_simulations", lambda self, *args: None)
-    sequential = _two_moves(search, ENV, NET, states)
+    sequential = _two_moves(dataclasses.replace(search, reorder_rounds=False), ENV, NET, states)
     for a, b in zip(any_order, sequential):
         assert_trees_equal(summary(a), summary(b))
         np.testing.assert_allclose(np.asarray(a.root_value), np.asarray(b.root_value), atol=1e-6)
@@ -293,36 +290,44 @@ def _entry(compiled_text: str) -> str:
     return entry[: entry.index("\n}")]
 
 
+@pytest.mark.xla_cpu
 @pytest.mark.parametrize("q_normalisation", ["siblings", "tree"])
 def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
-    """`_backup_rows` and PUCT's `_finish_by_row` are fast on XLA:CPU only because XLA
-    compiles their loops, which touch a few elements per iteration, into one function (a
-    "small call"); run as loops of separate kernels they would be a hundred times slower.
-    Checks the compiled code of each, the descent's for connect four and for the most
-    actions it is used with."""
-    native = azx.search._native
+    """XLA:CPU-specific: the row kernels (`azx.search._rows`: the backup and PUCT's
+    finishing descent) are fast on XLA:CPU only because XLA compiles their loops, which
+    touch a few elements per iteration, into one function (a "small call"); run as loops
+    of separate kernels they would be a hundred times slower. Checks the code XLA:CPU
+    compiles for each (on the CPU device, whatever the default platform), the descent's for
+    connect four and for the most actions `kernels="auto"` uses it with."""
+    with jax.default_device(jax.devices("cpu")[0]):
+        _check_row_loops_compile_to_one_kernel(q_normalisation)
+
+
+def _check_row_loops_compile_to_one_kernel(q_normalisation):
+    from azx.search import _kernels, _rows, _select
+
     search = PUCT(SIMULATIONS, q_normalisation=q_normalisation)
     states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=4)
     tree = eqx.filter_jit(search)(NET, ENV, search.init(ENV, BATCH), states, key=jax.random.key(0))
     tree = tree.tree
-    path = native._path_buffer(BATCH, SIMULATIONS)
+    path = _kernels.path_buffer(BATCH, SIMULATIONS)
     rows = jnp.zeros((BATCH,), jnp.int32)
-    tree_range = native._tree_q_range(tree) if q_normalisation == "tree" else None
+    tree_range = _select.tree_q_range(tree) if q_normalisation == "tree" else None
 
     def finish(tree, path, rows):
-        return native._finish_by_row(
+        return _rows.finish_descent(
             tree, search._select, tree_range, SIMULATIONS, jnp.int32(0), rows, path, rows
         )
 
-    # The per-action arrays of a game with the most actions `_finish_by_row` is used for.
-    shape = tree.children.shape[:2] + (native._ROW_LOOPS_MAX_ACTIONS,)
+    # The per-action arrays of a game with the most actions the row descent is used for.
+    shape = tree.children.shape[:2] + (_kernels.ROW_LOOPS_MAX_ACTIONS,)
     widest = eqx.tree_at(
         lambda t: (t.children, t.edge_visits, t.edge_q, t.selection_prior),
         tree,
         (jnp.zeros(shape, jnp.int32), jnp.zeros(shape), jnp.zeros(shape), jnp.zeros(shape)),
     )
     for fn, args in [
-        (native._backup_rows, (tree, path, rows, rows, jnp.ones(BATCH))),
+        (_rows.backup, (tree, path, rows, rows, jnp.ones(BATCH))),
         (finish, (tree, path, rows + 1)),
         (finish, (widest, path, rows + 1)),
     ]:
@@ -332,14 +337,14 @@ def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
 
 
 def test_masked_best_matches_argmax_and_max():
-    """Selection's one-reduction argmax (`_masked_best`) against `jnp.argmax` and `jnp.max`
+    """Selection's one-reduction argmax (`masked_best`) against `jnp.argmax` and `jnp.max`
     of the masked scores: scores on a coarse grid, so that most rows have ties (the lowest
     index wins), and rows with no legal action (action 0, score -inf)."""
     keys = jax.random.split(jax.random.key(0), 3)
     score = jnp.round(2.0 * jax.random.normal(keys[0], (512, 7))) / 2.0
     legal = jax.random.bernoulli(keys[1], 0.6, (512, 7))
     legal = legal.at[:8].set(False)
-    action, best = jax.jit(azx.search._native._masked_best)(score, legal)
+    action, best = jax.jit(azx.search._select.masked_best)(score, legal)
     masked = jnp.where(legal, score, -jnp.inf)
     np.testing.assert_array_equal(action, jnp.argmax(masked, axis=-1))
     np.testing.assert_array_equal(best, jnp.max(masked, axis=-1))

@@ -6,6 +6,7 @@ from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
+from ._model import PolicyValueNet
 
 
 class SearchOutput(eqx.Module):
@@ -26,7 +27,8 @@ class AbstractSearch(eqx.Module):
 
     A search is configuration only (a frozen Module); the changing part is the tree, which
     callers thread through `__call__` and `advance`. The network is any callable that maps
-    ONE observation to `(logits, value)`; the search vmaps it.
+    ONE observation to `(logits, value)` ([`azx.search.PolicyValueNet`][]); the search
+    vmaps it.
     """
 
     num_simulations: eqx.AbstractVar[int]
@@ -40,7 +42,7 @@ class AbstractSearch(eqx.Module):
     @abc.abstractmethod
     def __call__(
         self,
-        net: Any,
+        net: PolicyValueNet,
         env: AbstractEnv,
         tree: PyTree[Any],
         env_state: EnvState,

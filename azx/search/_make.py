@@ -21,8 +21,9 @@ def make(algo: str, num_simulations: int, *, backend: str = "native", **options)
     - `num_simulations`: simulations per search.
     - `backend`: `"native"` ([`azx.search.PUCT`][], [`azx.search.Gumbel`][]) or `"mctx"`
       ([`azx.search.MctxPUCT`][], [`azx.search.MctxGumbel`][]).
-    - `**options`: the chosen class's keyword arguments. `capacity` and `reuse_tree` exist
-      only natively (mctx rebuilds its tree every search).
+    - `**options`: the chosen class's keyword arguments. `capacity`, `reuse_tree`,
+      `kernels` and `stored_leaves` (and Gumbel's `reorder_rounds`) exist only natively
+      (mctx rebuilds its tree every search).
 
     **Raises:** `ValueError` for an unknown name or an option the chosen search lacks.
     """

@@ -1,7 +1,7 @@
 """The mctx backend: `mctx.muzero_policy` and `mctx.gumbel_muzero_policy` behind AbstractSearch."""
 
+import abc
 import functools
-from typing import Any
 
 import equinox as eqx
 import jax
@@ -20,7 +20,7 @@ from ._config import (
     check_optional_positive_int,
     check_positive_int,
 )
-from ._model import check_players, evaluate, row_keys, transition
+from ._model import PolicyValueNet, check_players, evaluate, row_keys, transition
 from ._qtransforms import completed_q, puct_value_score
 
 
@@ -31,7 +31,7 @@ class MctxTree(eqx.Module):
     """
 
 
-def _recurrent_fn(net, env: AbstractEnv, gamma: float):
+def _recurrent_fn(net: PolicyValueNet, env: AbstractEnv, gamma: float):
     def recurrent_fn(params, key, action, state):
         del params  # the network is closed over, so that mctx never differentiates it
         step = transition(net, env, state, action, key, gamma)
@@ -93,7 +93,7 @@ def qtransform_completed_by_tree(
     )
 
 
-def _root(net, env: AbstractEnv, env_state: EnvState):
+def _root(net: PolicyValueNet, env: AbstractEnv, env_state: EnvState):
     evaluation = evaluate(net, env, env_state)
     root = mctx.RootFnOutput(
         prior_logits=evaluation.logits, value=evaluation.value, embedding=env_state
@@ -101,28 +101,65 @@ def _root(net, env: AbstractEnv, env_state: EnvState):
     return root, evaluation
 
 
-def _call(
-    policy, net, env: AbstractEnv, tree: MctxTree, env_state: EnvState, key: PRNGKey | PRNGKeys
-):
-    check_players(env)
-    batch_size = jax.tree.leaves(env_state)[0].shape[0]
-    keys = row_keys(key, batch_size)
-    if keys is not key:  # one key for the batch: one mctx call, as mctx is meant to be used
-        action, policy_target, root_value = policy(net, env, env_state, key)
-    else:
-        # One key per row: mctx draws its noise for the whole batch from one key, so run it
-        # row by row (vmapped batch-1 searches) to make each row depend on its key alone.
-        def one_row(state, row_key):
-            batched = jax.tree.map(lambda x: x[None], state)
-            return jax.tree.map(lambda x: x[0], policy(net, env, batched, row_key))
+class AbstractMctxSearch(AbstractSearch):
+    """A search by one of mctx's policies, which builds a fresh tree every search: what
+    [`azx.search.MctxPUCT`][] and [`azx.search.MctxGumbel`][] share.
 
-        action, policy_target, root_value = jax.vmap(one_row)(env_state, keys)
-    return SearchOutput(
-        action=action, policy_target=policy_target, root_value=root_value, tree=tree
-    )
+    Subclasses give their fields and `__init__`, and `_policy`, the mctx call for a batch
+    under one key.
+    """
+
+    num_simulations: eqx.AbstractVar[int]
+    max_depth: eqx.AbstractVar[int | None]
+    gamma: eqx.AbstractVar[float]
+    q_normalisation: eqx.AbstractVar[str]
+
+    @abc.abstractmethod
+    def _policy(
+        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
+    ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"], Float[Array, " batch"]]:
+        """Action, policy target and root value of each row, from one mctx call."""
+
+    def init(self, env: AbstractEnv, batch_size: int) -> MctxTree:
+        check_players(env)
+        check_positive_int("batch_size", batch_size)
+        return MctxTree()
+
+    def __call__(
+        self,
+        net: PolicyValueNet,
+        env: AbstractEnv,
+        tree: MctxTree,
+        env_state: EnvState,
+        *,
+        key: PRNGKey | PRNGKeys,
+    ) -> SearchOutput:
+        check_players(env)
+        batch_size = jax.tree.leaves(env_state)[0].shape[0]
+        keys = row_keys(key, batch_size)
+        if keys is not key:  # one key for the batch: one mctx call, as mctx is meant to be used
+            action, policy_target, root_value = self._policy(net, env, env_state, key)
+        else:
+            # One key per row: mctx draws its noise for the whole batch from one key, so run
+            # it row by row (vmapped batch-1 searches) to make each row depend on its key
+            # alone.
+            def one_row(state, row_key):
+                batched = jax.tree.map(lambda x: x[None], state)
+                return jax.tree.map(lambda x: x[0], self._policy(net, env, batched, row_key))
+
+            action, policy_target, root_value = jax.vmap(one_row)(env_state, keys)
+        return SearchOutput(
+            action=action, policy_target=policy_target, root_value=root_value, tree=tree
+        )
+
+    def advance(
+        self, tree: MctxTree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
+    ) -> MctxTree:
+        del action, done  # mctx keeps no tree between searches
+        return tree
 
 
-class MctxPUCT(AbstractSearch):
+class MctxPUCT(AbstractMctxSearch):
     """AlphaZero/MuZero PUCT search by `mctx.muzero_policy` (no tree reuse)."""
 
     num_simulations: int = eqx.field(static=True)
@@ -168,23 +205,7 @@ class MctxPUCT(AbstractSearch):
         self.temperature = float(temperature)
         self.q_normalisation = q_normalisation
 
-    def init(self, env: AbstractEnv, batch_size: int) -> MctxTree:
-        check_players(env)
-        check_positive_int("batch_size", batch_size)
-        return MctxTree()
-
-    def __call__(
-        self,
-        net: Any,
-        env: AbstractEnv,
-        tree: MctxTree,
-        env_state: EnvState,
-        *,
-        key: PRNGKey | PRNGKeys,
-    ) -> SearchOutput:
-        return _call(self._policy, net, env, tree, env_state, key)
-
-    def _policy(self, net: Any, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
+    def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)
         qtransform = (
             mctx.qtransform_by_parent_and_siblings
@@ -210,14 +231,8 @@ class MctxPUCT(AbstractSearch):
         value = output.search_tree.summary().value
         return output.action.astype(jnp.int32), output.action_weights, value
 
-    def advance(
-        self, tree: MctxTree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
-    ) -> MctxTree:
-        del action, done  # mctx keeps no tree between searches
-        return tree
 
-
-class MctxGumbel(AbstractSearch):
+class MctxGumbel(AbstractMctxSearch):
     """Gumbel MuZero search by `mctx.gumbel_muzero_policy` (no tree reuse)."""
 
     num_simulations: int = eqx.field(static=True)
@@ -265,23 +280,7 @@ class MctxGumbel(AbstractSearch):
         self.use_mixed_value = bool(use_mixed_value)
         self.q_normalisation = q_normalisation
 
-    def init(self, env: AbstractEnv, batch_size: int) -> MctxTree:
-        check_players(env)
-        check_positive_int("batch_size", batch_size)
-        return MctxTree()
-
-    def __call__(
-        self,
-        net: Any,
-        env: AbstractEnv,
-        tree: MctxTree,
-        env_state: EnvState,
-        *,
-        key: PRNGKey | PRNGKeys,
-    ) -> SearchOutput:
-        return _call(self._policy, net, env, tree, env_state, key)
-
-    def _policy(self, net: Any, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
+    def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)
         if self.q_normalisation == "siblings":
             qtransform = functools.partial(
@@ -313,9 +312,3 @@ class MctxGumbel(AbstractSearch):
             )
         value = output.search_tree.summary().value
         return output.action.astype(jnp.int32), output.action_weights, value
-
-    def advance(
-        self, tree: MctxTree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
-    ) -> MctxTree:
-        del action, done  # mctx keeps no tree between searches
-        return tree

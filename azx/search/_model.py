@@ -1,5 +1,8 @@
 """The environment plus network as the search's model: evaluation and transitions."""
 
+from collections.abc import Callable
+from typing import TypeAlias
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -8,6 +11,11 @@ from jaxtyping import Array, Bool, Float, Int
 from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 
+
+#: The network a search evaluates: ONE observation in, `(logits, value)` out, the value for
+#: the player to move. Any callable of this shape serves (an `eqx.Module` such as
+#: [`azx.nets.MLP`][], a closure over parameters); the search vmaps it over the batch.
+PolicyValueNet: TypeAlias = Callable[[Array], tuple[Float[Array, " num_actions"], Float[Array, ""]]]
 
 #: Logit given to illegal actions: finite, so that softmax and its gradients stay NaN-free.
 ILLEGAL_LOGIT = -1e9
@@ -67,7 +75,7 @@ def check_players(env: AbstractEnv) -> None:
         )
 
 
-def evaluate(net, env: AbstractEnv, state: EnvState) -> Evaluation:
+def evaluate(net: PolicyValueNet, env: AbstractEnv, state: EnvState) -> Evaluation:
     """Network logits (illegal masked) and value (zero where terminal) for a batch."""
     logits, value = jax.vmap(net)(jax.vmap(env.observation)(state))
     legal = jax.vmap(env.legal_action_mask)(state)
@@ -81,7 +89,7 @@ def evaluate(net, env: AbstractEnv, state: EnvState) -> Evaluation:
 
 
 def transition(
-    net,
+    net: PolicyValueNet,
     env: AbstractEnv,
     state: EnvState,
     action: Int[Array, " batch"],

@@ -1,17 +1,15 @@
-"""The native search tree: fixed-size per-node arrays, and subtree compaction for reuse."""
-
-import functools
-import math
-from typing import Any, NamedTuple
+"""The native search tree: fixed-size per-node arrays, how a node is written, and subtree
+compaction for reuse."""
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Bool, Float, Int, UInt32
 
 from .._types import EnvState
 from ..envs import AbstractEnv
+from ._model import Transition
+from ._store import StateLayout, leaves_read_by_step, state_layout, unpack_state
 
 
 #: Child index of an edge that has no node yet.
@@ -25,166 +23,6 @@ ROOT_INDEX = 0
 # packed so that one gather fetches them all.
 VALUE, VISITS, RAW_VALUE, REWARD, DISCOUNT = range(5)
 NUM_NODE_STATS = 5
-
-
-class _Leaf(NamedTuple):
-    shape: tuple[int, ...]
-    dtype: Any
-    key_impl: Any  # the PRNG implementation of a typed key leaf, else None
-    words: int  # 0 for a leaf that is not stored
-
-
-class StateLayout(NamedTuple):
-    """How an environment state packs into one row of `uint32` words: every stored leaf
-    flattened and bit-cast, one- and two-byte types (booleans included) four or two to a
-    word, and the leaves concatenated. A node's state is then one row, so storing a node
-    and fetching a parent's state are one scatter and one gather, not one per leaf.
-
-    Leaves that are not stored take no words and unpack as zeros."""
-
-    treedef: Any
-    leaves: tuple[_Leaf, ...]
-
-    @property
-    def words(self) -> int:
-        return sum(leaf.words for leaf in self.leaves)
-
-
-def state_layout(state: EnvState, stored: tuple[bool, ...] | None = None) -> StateLayout:
-    """The layout of one (unbatched) environment state; `stored` says which leaves to keep
-    (default: all)."""
-    leaves, treedef = jax.tree.flatten(state)
-    if stored is None:
-        stored = (True,) * len(leaves)
-    described = []
-    for x, keep in zip(leaves, stored, strict=True):
-        size = math.prod(x.shape)
-        if not keep:
-            described.append(_Leaf(x.shape, x.dtype, None, 0))
-        elif jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-            impl = jax.random.key_impl(x)
-            described.append(_Leaf(x.shape, x.dtype, impl, jax.random.key_data(x).size))
-        else:
-            itemsize = np.dtype(x.dtype).itemsize
-            described.append(_Leaf(x.shape, x.dtype, None, -(-size * itemsize // 4)))
-    return StateLayout(treedef, tuple(described))
-
-
-def pack_state(layout: StateLayout, state: EnvState) -> UInt32[Array, "*rows words"]:
-    """States whose leaves have leading dimensions `rows` as rows of words."""
-    leaves = jax.tree.leaves(state)
-    rows = leaves[0].shape[: leaves[0].ndim - len(layout.leaves[0].shape)]
-    parts = [jnp.zeros(rows + (0,), jnp.uint32)]
-    for leaf, x in zip(layout.leaves, leaves, strict=True):
-        if leaf.words == 0:
-            continue
-        if leaf.key_impl is not None:
-            x = jax.random.key_data(x)
-        x = x.reshape(rows + (-1,))
-        if x.dtype == jnp.bool_:
-            x = x.astype(jnp.uint8)
-        if x.dtype.itemsize < 4:
-            # Bit casts that change the shape are plain copies for XLA:CPU; building the
-            # words with shifts instead is arithmetic enough for XLA to split it across
-            # threads, which costs more than it saves.
-            per_word = 4 // x.dtype.itemsize
-            x = jnp.pad(x, [(0, 0)] * len(rows) + [(0, -x.shape[-1] % per_word)])
-            x = x.reshape(rows + (-1, per_word))
-        x = jax.lax.bitcast_convert_type(x, jnp.uint32)
-        parts.append(x.reshape(rows + (leaf.words,)))
-    return jnp.concatenate(parts, axis=-1)
-
-
-def unpack_state(layout: StateLayout, words: UInt32[Array, "*rows words"]) -> EnvState:
-    """The inverse of `pack_state`."""
-    return _unpack(layout, words.shape[:-1], lambda columns: words[..., columns])
-
-
-def unpack_rows(
-    layout: StateLayout, words: UInt32[Array, "nodes words"], rows: Int[Array, "*rows"]
-) -> EnvState:
-    """`unpack_state(layout, words[rows])`, each leaf gathered from its own words. A leaf's
-    gather can then be fused into whatever reads the leaf, where one gather of whole rows
-    shared by every leaf would be a kernel of its own."""
-
-    def read(columns):
-        if isinstance(columns, slice):
-            return words[:, columns].at[rows].get(mode="promise_in_bounds")
-        # One word per element read: a gather whose every element is used once fuses
-        # into what reads it.
-        columns = jnp.asarray(columns, rows.dtype).reshape((1,) * rows.ndim + (-1,))
-        index = rows[..., None] * words.shape[1] + columns
-        return words.reshape(-1).at[index].get(mode="promise_in_bounds")
-
-    return _unpack(layout, rows.shape, read)
-
-
-def _unpack(layout: StateLayout, rows: tuple[int, ...], read) -> EnvState:
-    # `read(columns)`: the given words (a slice, or one word per element) of every row.
-    leaves, start = [], 0
-    for leaf in layout.leaves:
-        if leaf.words == 0:
-            leaves.append(jnp.zeros(rows + leaf.shape, leaf.dtype))
-            continue
-        size = math.prod(leaf.shape)
-        first, start = start, start + leaf.words
-        if leaf.dtype == jnp.bool_:
-            # Each flag from its own byte with a shift, rather than a bit cast of the words
-            # to bytes, which XLA:CPU runs as a copy of its own. `pack_state`'s bit cast
-            # puts a word's first byte in its lowest bits (little-endian, as on every XLA
-            # platform).
-            element = np.arange(size)
-            word = read(first + element // 4)
-            shift = jnp.asarray(8 * (element % 4), jnp.uint32)
-            flags = (word >> shift.reshape((1,) * len(rows) + (-1,))) & 0xFF
-            leaves.append((flags != 0).reshape(rows + leaf.shape))
-            continue
-        x = read(slice(first, start))
-        if leaf.key_impl is not None:
-            data = x.reshape(rows + leaf.shape + (-1,))
-            leaves.append(jax.random.wrap_key_data(data, impl=leaf.key_impl))
-            continue
-        if leaf.dtype.itemsize > 4:
-            x = x.reshape(rows + (-1, leaf.dtype.itemsize // 4))
-        x = jax.lax.bitcast_convert_type(x, leaf.dtype)
-        leaves.append(x.reshape(rows + (-1,))[..., :size].reshape(rows + leaf.shape))
-    return jax.tree.unflatten(layout.treedef, leaves)
-
-
-def leaves_read_by_step(env: AbstractEnv, state: EnvState) -> tuple[bool, ...]:
-    """Which leaves of `state` a search step from it can read: `env.step` and
-    `env.current_player`. The others (for pgx games: the observation and the rewards, which
-    `step` recomputes) need not be stored in the tree.
-
-    Found by dead-code elimination on the traced step, once per environment and state
-    shape; if that is not possible, every leaf counts as read.
-    """
-    leaves, treedef = jax.tree.flatten(state)
-    specs = tuple(jax.ShapeDtypeStruct(x.shape, x.dtype) for x in leaves)
-    try:
-        return _leaves_read_by_step(env, treedef, specs)
-    except TypeError:  # an environment that cannot be hashed (array fields): no cache
-        return _leaves_read_by_step.__wrapped__(env, treedef, specs)
-
-
-@functools.lru_cache(maxsize=32)
-def _leaves_read_by_step(env: AbstractEnv, treedef: Any, specs: tuple) -> tuple[bool, ...]:
-    def move(state, action, key):
-        return env.step(state, action, key), env.current_player(state)
-
-    try:
-        # JAX's own dead-code elimination: it looks inside `cond` branches, which pgx games
-        # use, where a plain walk over the equations would have to keep every operand.
-        from jax._src.interpreters.partial_eval import dce_jaxpr
-
-        state = jax.tree.unflatten(treedef, specs)
-        closed = jax.make_jaxpr(move)(state, jnp.zeros((), jnp.int32), jax.random.key(0))
-        _, used = dce_jaxpr(closed.jaxpr, [True] * len(closed.jaxpr.outvars))
-    except Exception:  # a JAX without this internal: keep everything, which is always right
-        return (True,) * len(specs)
-    if len(used) != len(specs) + 2:  # state leaves, action, key
-        return (True,) * len(specs)
-    return tuple(bool(u) for u in used[: len(specs)])
 
 
 class Tree(eqx.Module):
@@ -283,14 +121,18 @@ class Tree(eqx.Module):
         return self.edge_visits[:, ROOT_INDEX].astype(jnp.int32)
 
 
-def empty_tree(env: AbstractEnv, batch_size: int, capacity: int) -> Tree:
-    """An empty batch of trees (`num_nodes` 0; every slot is written before it is read)."""
+def empty_tree(
+    env: AbstractEnv, batch_size: int, capacity: int, stored_leaves: str = "read"
+) -> Tree:
+    """An empty batch of trees (`num_nodes` 0; every slot is written before it is read).
+    `stored_leaves`: `"read"` keeps only the state leaves a step reads, `"all"` every one."""
     shape = (batch_size, capacity)
     actions = (batch_size, capacity, env.num_actions)
     # The states only fix the pytree structure and shapes: a slot's state is written when
     # the slot is stored, before anything reads it, so the words start as zeros.
     one_state = env.init(jax.random.key(0))
-    layout = state_layout(one_state, leaves_read_by_step(env, one_state))
+    stored = leaves_read_by_step(env, one_state) if stored_leaves == "read" else None
+    layout = state_layout(one_state, stored)
     state_words = jnp.zeros(shape + (layout.words,), jnp.uint32)
     return Tree(
         node_stats=jnp.zeros(shape + (NUM_NODE_STATS,), jnp.float32),
@@ -380,3 +222,93 @@ def keep_subtree(tree: Tree, action: Int[Array, " batch"], done: Bool[Array, " b
     new_root = tree.children[batch, ROOT_INDEX, action]
     new_root = jnp.where(done | (tree.num_nodes == 0), UNVISITED, new_root)
     return compact(tree, subtree_mask(tree, new_root))
+
+
+def node_stats_rows(value, visits, raw_value, reward, discount) -> Float[Array, "batch 5"]:
+    """One row of `Tree.node_stats` per batch row, columns in their declared order."""
+    columns = {VALUE: value, VISITS: visits, RAW_VALUE: raw_value, REWARD: reward}
+    columns[DISCOUNT] = discount
+    return jnp.stack([columns[c] for c in range(NUM_NODE_STATS)], axis=-1)
+
+
+def flat(x: Array) -> Array:
+    """`[batch, capacity, ...]` as `[batch * capacity, ...]`: a row index `b * capacity + n`
+    is the cheapest gather on XLA:CPU (one index per row, contiguous slices)."""
+    return x.reshape((x.shape[0] * x.shape[1],) + x.shape[2:])
+
+
+def take(x: Array, row: Int[Array, "*rows"]) -> Array:
+    """`x[row]` for rows known to be in bounds, so XLA adds no clamping."""
+    return x.at[row].get(mode="promise_in_bounds")
+
+
+def _put_rows(x: Array, slot: Int[Array, " batch"], value: Array) -> Array:
+    """`x[b, slot[b]] = value[b]`; a slot out of bounds writes nothing."""
+    batch_size, capacity = x.shape[:2]
+    index = jnp.where(
+        slot < capacity,
+        jnp.arange(batch_size, dtype=jnp.int32) * capacity + slot,
+        batch_size * capacity,
+    )
+    return flat(x).at[index].set(value, mode="drop").reshape(x.shape)
+
+
+def store_node(
+    tree: Tree,
+    slot: Int[Array, " batch"],
+    parent: Int[Array, " batch"],
+    action: Int[Array, " batch"],
+    step: Transition,
+    selection_prior: Float[Array, "batch num_actions"],
+) -> Tree:
+    """Write a new node into `slot` (out of bounds: nothing is written) and link it from
+    its parent: one scatter per array. Its rows of `children`, `edge_visits` and `edge_q`
+    were cleared when the search started (`azx.search._simulate.start`); its state goes
+    into the search's own buffer (`azx.search._store.store_state`)."""
+    batch_size, capacity, num_actions = tree.children.shape
+    evaluation = step.evaluation
+
+    def put(x, v):
+        return _put_rows(x, slot, v)
+
+    zero = jnp.zeros_like(step.reward)
+    stats = node_stats_rows(
+        zero,
+        zero,
+        evaluation.value,
+        step.reward,
+        step.discount,
+    )
+    link = (jnp.arange(batch_size, dtype=jnp.int32) * capacity + parent) * num_actions + action
+    link = jnp.where(slot < capacity, link, tree.children.size)
+    children = tree.children.reshape(-1).at[link].set(slot, mode="drop")
+    return eqx.tree_at(
+        lambda t: (
+            t.node_stats,
+            t.parent,
+            t.action_from_parent,
+            t.children,
+            t.selection_prior,
+        ),
+        tree,
+        (
+            put(tree.node_stats, stats),
+            put(tree.parent, parent),
+            put(tree.action_from_parent, action),
+            children.reshape(tree.children.shape),
+            put(tree.selection_prior, selection_prior),
+        ),
+    )
+
+
+def with_statistics(tree: Tree, node_stats, edge_visits, edge_q) -> Tree:
+    """`tree` with new statistics, given flat (as the kernels work on them)."""
+    return eqx.tree_at(
+        lambda t: (t.node_stats, t.edge_visits, t.edge_q),
+        tree,
+        (
+            node_stats.reshape(tree.node_stats.shape),
+            edge_visits.reshape(tree.edge_visits.shape),
+            edge_q.reshape(tree.edge_q.shape),
+        ),
+    )
