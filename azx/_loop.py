@@ -339,19 +339,19 @@ def _record(preset, trainer, state, history, steps: int, seconds: float) -> dict
         }
     episodes = np.asarray(history.episodes)
     finished = int(np.sum(episodes))
+
+    def per_episode(values) -> float | None:
+        """The mean over the episodes that ended during the call; None if none did."""
+        return float(np.sum(episodes * np.asarray(values))) / finished if finished else None
+
     names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
     names += ("explained_variance",)
     record |= {name: _mean(getattr(history, name)) for name in names}
     return record | {
         "learning_rate": float(metrics.learning_rate),
         "episodes": finished,
-        # Means over the episodes that ended during the call; None if none did.
-        "episode_return": float(np.sum(episodes * np.asarray(history.episode_return))) / finished
-        if finished
-        else None,
-        "episode_length": float(np.sum(episodes * np.asarray(history.episode_length))) / finished
-        if finished
-        else None,
+        "episode_return": per_episode(history.episode_return),
+        "episode_length": per_episode(history.episode_length),
         "steps_per_s": rate,
     }
 

@@ -170,6 +170,12 @@ def _title(figure, records: list[dict[str, Any]], what: str) -> None:
     )
 
 
+def _interval_bars(axes, x, intervals: list[tuple[float, float, float]], **style) -> None:
+    """Points at each interval's estimate with bars from its low to its high end."""
+    estimate, low, high = (np.asarray(column) for column in zip(*intervals))
+    axes.errorbar(x, estimate, yerr=[estimate - low, high - estimate], **style)
+
+
 def plot_return_curve(
     records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "PPO"
 ) -> None:
@@ -194,13 +200,12 @@ def plot_return_curve(
     )
     evaluated = [r for r in records if "eval" in r]
     if evaluated:
-        means = [r["eval"]["return_mean"] for r in evaluated]
-        returns.errorbar(
+        _interval_bars(
+            returns,
             [r["env_steps"] for r in evaluated],
-            means,
-            yerr=[
-                [m - r["eval"]["return_low"] for m, r in zip(means, evaluated)],
-                [r["eval"]["return_high"] - m for m, r in zip(means, evaluated)],
+            [
+                (r["eval"]["return_mean"], r["eval"]["return_low"], r["eval"]["return_high"])
+                for r in evaluated
             ],
             color="tab:orange",
             marker="o",
@@ -273,14 +278,10 @@ def plot_learning_curve(
             if not points:
                 continue
             offset = (number - (len(agents) - 1) / 2) * shift
-            score = np.asarray([p["score"] for _, p in points])
-            panel.errorbar(
+            _interval_bars(
+                panel,
                 [i + offset for i, _ in points],
-                score,
-                yerr=[
-                    score - [p["score_low"] for _, p in points],
-                    [p["score_high"] for _, p in points] - score,
-                ],  # fmt: skip
+                [(p["score"], p["score_low"], p["score_high"]) for _, p in points],
                 capsize=3,
                 markersize=6,
                 label=_AGENT_LABELS.get(agent, agent),
