@@ -46,8 +46,28 @@ def save_forever(directory):
         time.sleep(0.01)
 
 
+def save_and_stall_deleting(directory):
+    """Save checkpoints 1 and 2 keeping one, and stall half-way through deleting the old
+    one (announced on stdout) until killed."""
+    import azx.checkpoint
+
+    def stalling_rmtree(path, ignore_errors=False):
+        files = sorted(p for p in path.rglob("*") if p.is_file())
+        for file in files[: len(files) // 2]:
+            file.unlink()
+        print("deleting", flush=True)
+        time.sleep(600)
+
+    checkpoints = azx.checkpoint.Checkpointer(directory, max_to_keep=1)
+    checkpoints.save(large_state(1), step=1)
+    azx.checkpoint.shutil.rmtree = stalling_rmtree
+    checkpoints.save(large_state(2), step=2)
+
+
 if __name__ == "__main__":
     if sys.argv[1] == "train":
         train(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))
+    elif sys.argv[1] == "stall-deleting":
+        save_and_stall_deleting(sys.argv[2])
     else:
         save_forever(sys.argv[2])

@@ -52,30 +52,50 @@ def test_resume_in_a_fresh_process_is_bit_identical(tmp_path):
     assert any(not np.array_equal(x, y) for x, y in zip(_leaves(a.params), _leaves(like.params)))
 
 
-def test_sigkill_during_save_leaves_the_last_checkpoint_restorable(tmp_path):
+def _kill_on(mode: str, directory, line: str, delay: float = 0.0) -> None:
+    """Run `_checkpoint_run.py MODE DIRECTORY` and SIGKILL it `delay` seconds after it
+    prints `line`."""
     with subprocess.Popen(
-        [sys.executable, str(HERE / "_checkpoint_run.py"), "forever", str(tmp_path)],
+        [sys.executable, str(HERE / "_checkpoint_run.py"), mode, str(directory)],
         cwd=HERE,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     ) as process:
         output = []
-        # Wait for two complete saves, then kill right after the third save starts.
-        for line in process.stdout:
-            output.append(line)
-            if line.strip() == "saving 3":
-                time.sleep(0.05)
+        for printed in process.stdout:
+            output.append(printed)
+            if printed.strip() == line:
+                time.sleep(delay)
                 process.send_signal(signal.SIGKILL)
                 break
         process.wait(timeout=60)
     assert process.returncode == -signal.SIGKILL, "".join(output)
+
+
+def test_sigkill_during_save_leaves_the_last_checkpoint_restorable(tmp_path):
+    # Two complete saves, then a kill right after the third save starts.
+    _kill_on("forever", tmp_path, "saving 3", delay=0.05)
     checkpoints = azx.checkpoint.Checkpointer(tmp_path)
     latest = checkpoints.latest_step()
     assert latest in (2, 3)  # 3 only if the save completed before the kill landed
     state, big = checkpoints.restore(large_state(0), step=latest)
     assert int(state.iteration) == latest
     np.testing.assert_array_equal(big, np.full(4_000_000, float(latest), np.float32))
+
+
+def test_sigkill_while_deleting_an_old_checkpoint_leaves_only_whole_ones_listed(tmp_path):
+    # The old checkpoint leaves the listing in one rename before its files are deleted:
+    # a kill half-way through the deletion leaves no half-deleted checkpoint behind.
+    _kill_on("stall-deleting", tmp_path, "deleting")
+    assert (tmp_path / ".trash" / "1").is_dir()  # the half-deleted one, out of the listing
+    checkpoints = azx.checkpoint.Checkpointer(tmp_path, max_to_keep=1)
+    assert checkpoints.all_steps() == [2]
+    state, big = checkpoints.restore(large_state(0))
+    assert int(state.iteration) == 2
+    np.testing.assert_array_equal(big, np.full(4_000_000, 2.0, np.float32))
+    checkpoints.save(large_state(3), step=3)  # the next save empties the trash
+    assert checkpoints.all_steps() == [3] and not (tmp_path / ".trash").exists()
 
 
 def test_restore_into_another_configuration_names_the_difference(tmp_path):
