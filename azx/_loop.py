@@ -10,6 +10,7 @@ import math
 import os
 import signal
 import time
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,13 +38,16 @@ from ._rundir import (
     RunError,
     _build,
     _check_fresh_directory,
+    _check_writable,
     _checkpointer,
+    _restore,
     _resumable_config,
     _run_config,
     _write_atomic,
     read_metrics,
     write_json,
 )
+from .checkpoint import DamagedCheckpointWarning
 
 
 CHECKPOINT_SECONDS = 300.0
@@ -230,15 +234,22 @@ def train(
 
     **Returns:** the trained [`azx.run.Run`][].
 
+    With `resume`, a damaged newest checkpoint is skipped for the newest one that reads
+    back intact, and moved aside into `checkpoints/unreadable/` (never deleted), each
+    with an [`azx.checkpoint.DamagedCheckpointWarning`][].
+
     **Raises:** [`azx.run.RunError`][] for an unknown preset or env, an option the
-    preset's algorithm does not have, a directory holding a different run (unless
-    `resume`), or `resume` without a checkpoint.
+    preset's algorithm does not have, an `out` that cannot be written, a directory
+    holding a different run (unless `resume`), or `resume` without a readable
+    checkpoint, configuration or metrics log. Every check comes before the first write:
+    a `RunError` leaves the run directory as it was.
     """
     explicit = {"preset": preset, "env": env, "seed": seed}
     if resume:
         if out is None:
             raise RunError("`resume` needs `out`, the run directory to continue")
         out = Path(out)
+        _check_writable(out, "out")
         config = _resumable_config(out, explicit)
         chosen = presets.from_dict(config["preset"])
     else:
@@ -246,6 +257,7 @@ def train(
         seed = 0 if seed is None else seed
         directory_name = chosen.name.replace(":", "-")
         out = Path(out) if out is not None else Path("runs") / f"{directory_name}-seed{seed}"
+        _check_writable(out, "out")
         config = _run_config(chosen, seed)
         _check_fresh_directory(out, config)
     overrides = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
@@ -286,17 +298,20 @@ def train(
                 "`eval_games` must be even (half the games with each colour), got "
                 f"{chosen.eval_games}"
             )
+    records: list[dict[str, Any]] = []
+    elapsed_before = 0.0
+    if resume:
+        # Everything is read (and checked) before any file of the run changes.
+        state, meta = _restore(out, state)
+        elapsed_before = float(meta.get("elapsed_s", 0.0))
+        records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
 
     out.mkdir(parents=True, exist_ok=True)
     config = dict(config, preset=chosen.to_dict())
     write_json(out / CONFIG_FILE, config)
-    records: list[dict[str, Any]] = []
-    elapsed_before = 0.0
     with _checkpointer(out) as checkpoints:
         if resume:
-            state = checkpoints.restore(state)
-            elapsed_before = float(checkpoints.meta().get("elapsed_s", 0.0))
-            records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
+            _set_aside_newer(checkpoints, int(state.iteration))
         _write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
         state = _train_loop(
             out, chosen, trainer, state, checkpoints, records, elapsed_before, seed, quiet
@@ -310,6 +325,20 @@ def train(
         trainer=trainer,
         state=state,
     )
+
+
+def _set_aside_newer(checkpoints, iteration: int) -> None:
+    """Checkpoints newer than the one resumed from could not be read: move them out of
+    the way of the new ones (kept, not deleted)."""
+    for step in checkpoints.all_steps():
+        if step > iteration:
+            moved = checkpoints.set_aside(step)
+            warnings.warn(
+                f"moved the unreadable checkpoint {step} to {moved}; training continues from "
+                f"iteration {iteration}",
+                DamagedCheckpointWarning,
+                stacklevel=3,
+            )
 
 
 # Preset fields whose `train` argument has another name.

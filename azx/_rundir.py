@@ -15,7 +15,7 @@ from typing import Any
 from . import arena, ppo, presets
 from ._report import _play_episodes
 from ._trainer import AbstractTrainer
-from .checkpoint import Checkpointer
+from .checkpoint import Checkpointer, DamagedCheckpointError
 from .envs import AbstractEnv
 
 
@@ -43,6 +43,7 @@ def _write_atomic(path: str | os.PathLike, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
+        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's files are private (0600)
         with os.fdopen(handle, "w") as file:
             file.write(text)
             file.flush()
@@ -53,25 +54,63 @@ def _write_atomic(path: str | os.PathLike, text: str) -> None:
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _check_writable(path: Path, argument: str, *, file: bool = False) -> None:
+    """Raise a `RunError` naming `argument` unless this process can create (or write)
+    the directory `path` (with `file`: the file `path`). Leaves nothing behind."""
+    if file:
+        if path.is_dir():
+            raise RunError(f"`{argument}` {path} is a directory, not a file")
+        path = path.parent
+    elif path.exists() and not path.is_dir():
+        raise RunError(f"`{argument}` {path} is a file, not a directory")
+    existing = path
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise RunError(f"`{argument}` {path} cannot be created: {existing} is a file")
+    try:  # os.access would not see a read-only file system, nor permissions as root
+        os.rmdir(tempfile.mkdtemp(dir=existing, prefix=".azx-probe-"))
+    except OSError as error:
+        raise RunError(f"`{argument}` {path} cannot be written: {error.strerror}") from None
+
+
 def write_json(path: str | os.PathLike, data: Any) -> None:
     """Write `data` as indented JSON to `path` through a temporary file and a rename."""
     _write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
-    """The records of a run's `metrics.jsonl` (empty if there are none yet)."""
+    """The records of a run's `metrics.jsonl` (empty if there are none yet).
+
+    **Raises:** [`azx.run.RunError`][] naming the line if a record (other than a last
+    one cut short by a crash, which is dropped) is not a JSON object with an
+    `"iteration"`."""
     path = Path(directory) / METRICS_FILE
     if not path.exists():
         return []
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    try:
+        lines = path.read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as error:
+        raise RunError(f"{path} cannot be read: {error}") from None
+    numbered = [(number, line) for number, line in enumerate(lines, 1) if line.strip()]
     records = []
-    for number, line in enumerate(lines):
+    for index, (number, line) in enumerate(numbered):
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number < len(lines) - 1:
-                raise
-            # A crash mid-append leaves at most a partial last line: drop it.
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            if index == len(numbered) - 1:
+                break  # a crash mid-append leaves at most a partial last line: drop it
+            raise RunError(f"{path} line {number} is not valid JSON ({error})") from None
+        iteration = record.get("iteration") if isinstance(record, dict) else None
+        if isinstance(iteration, bool) or not isinstance(iteration, int):
+            raise RunError(f"{path} line {number} is not a metrics record with an iteration")
+        records.append(record)
     return records
 
 
@@ -106,14 +145,32 @@ def _differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list
 
 def _load_config(directory: Path) -> dict[str, Any]:
     path = directory / CONFIG_FILE
-    if not path.exists():
+    if not path.is_file():
         raise RunError(f"{directory} is not an azx run: it has no {CONFIG_FILE}")
     try:
         config = json.loads(path.read_text())
+        if not isinstance(config, dict):
+            raise TypeError("it is not a JSON object")
+        seed = config["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise TypeError(f"seed must be an int, got {seed!r}")
         presets.from_dict(config["preset"])
         return config
-    except (ValueError, KeyError, TypeError) as error:
-        raise RunError(f"{path} is not a valid run configuration: {error}") from None
+    except KeyError as error:
+        raise RunError(f"{path} is not a valid run configuration: no {error}") from None
+    except (OSError, ValueError, TypeError, AttributeError) as error:
+        raise RunError(f"{path} is not a valid run configuration: {_one_line(error)}") from None
+
+
+def _one_line(error: BaseException) -> str:
+    """An error's message on one line: a runtime type checker's (jaxtyping, beartype)
+    runs over many, of which the first four say what is wrong."""
+    lines = []
+    for line in str(error).splitlines():
+        if line.startswith("---"):
+            break
+        lines.append(line.strip())
+    return " ".join(line for line in lines[:4] if line)
 
 
 # ----------------------------------------------------------------------------- runs
@@ -194,19 +251,19 @@ class Run:
 def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     """Open the run in `directory` at checkpoint `step` (default: the newest).
 
-    **Raises:** [`azx.run.RunError`][] if the directory holds no run or no checkpoint.
+    Without `step`, a damaged newest checkpoint is skipped for the newest one that reads
+    back intact, with an [`azx.checkpoint.DamagedCheckpointWarning`][].
+
+    **Raises:** [`azx.run.RunError`][] if the directory holds no run, no checkpoint, or
+    no readable one (or `step` is missing or damaged).
     """
     directory = Path(directory)
     config = _load_config(directory)
     preset = presets.from_dict(config["preset"])
-    with _checkpointer(directory) as checkpoints:
-        if checkpoints.latest_step() is None:
-            raise RunError(f"{directory} has no checkpoint yet")
-        trainer, like = _build(preset, config["seed"])
-        try:
-            state = checkpoints.restore(like, step=step)
-        except FileNotFoundError as error:
-            raise RunError(str(error)) from None
+    if _latest_step(directory) is None:
+        raise RunError(f"{directory} has no checkpoint yet")
+    trainer, like = _build(preset, config["seed"])
+    state, _ = _restore(directory, like, step)
     return Run(
         directory=directory,
         preset=preset,
@@ -219,8 +276,25 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
 
 
 def _latest_step(out: Path) -> int | None:
+    if not (out / CHECKPOINT_DIR).exists():
+        return None  # (without creating anything)
     with _checkpointer(out) as manager:
         return manager.latest_step()
+
+
+def _restore(out: Path, like, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+    """The state and meta of checkpoint `step` of the run in `out` (default: the newest
+    that reads back intact); any failure is a `RunError`."""
+    with _checkpointer(out) as checkpoints:
+        try:
+            state = checkpoints.restore(like, step=step)
+            return state, checkpoints.meta(int(state.iteration))
+        except (FileNotFoundError, DamagedCheckpointError) as error:
+            raise RunError(str(error)) from None
+        except ValueError as error:  # saved from another configuration: name one array
+            first, *differences = str(error).splitlines()
+            example = f"; {differences[0].strip()}" if differences else ""
+            raise RunError(first.rstrip(":") + example) from None
 
 
 def _resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
@@ -270,7 +344,10 @@ def _check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
 
 @contextmanager
 def _checkpointer(out: Path) -> Iterator[Checkpointer]:
-    manager = Checkpointer(out / CHECKPOINT_DIR)
+    directory = out / CHECKPOINT_DIR
+    if directory.exists() and not directory.is_dir():
+        raise RunError(f"{directory} should hold the run's checkpoints but is a file")
+    manager = Checkpointer(directory)
     try:
         yield manager
     finally:
@@ -282,5 +359,5 @@ def _build(preset: presets.AnyPreset, seed: int):
     environment whose package is missing, say) is a `RunError`."""
     try:
         return preset.build(seed=seed)
-    except (ValueError, ImportError) as error:
-        raise RunError(f"preset {preset.name!r}: {error}") from None
+    except (ValueError, TypeError, KeyError, ImportError) as error:
+        raise RunError(f"preset {preset.name!r}: {_one_line(error)}") from None

@@ -7,8 +7,10 @@ module turns them into flags (`--resume`).
 """
 
 import importlib
+import os
 import re
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -16,6 +18,7 @@ import typer
 import typer.core
 
 from . import __version__, presets, run as runs
+from .checkpoint import DamagedCheckpointWarning
 
 
 # The click that typer builds on: the `click` package, or from typer 0.29 on, typer's own
@@ -24,11 +27,15 @@ _click = importlib.import_module(typer.core.TyperGroup.__mro__[1].__module__.rpa
 
 
 class _Group(typer.core.TyperGroup):
-    """Usage errors (a bad flag or value) as one line, like every other azx error."""
+    """Usage errors (a bad flag or value) and file system errors as one line, like every
+    other azx error; azx's warnings as one line each."""
 
     def main(self, *args, standalone_mode: bool = True, **kwargs):
         try:
-            code = super().main(*args, standalone_mode=False, **kwargs)
+            with warnings.catch_warnings():
+                warnings.simplefilter("always", DamagedCheckpointWarning)
+                warnings.showwarning = _show_warning
+                code = super().main(*args, standalone_mode=False, **kwargs)
         except _click.exceptions.NoArgsIsHelpError as error:
             error.show()  # `azx` alone: the overview, as before
             code = error.exit_code
@@ -41,6 +48,13 @@ class _Group(typer.core.TyperGroup):
         except typer.Abort:
             typer.echo("Aborted!", err=True)
             code = 1
+        except BrokenPipeError:
+            # The reader of the output went away (`azx eval ... | head -1`): stop quietly.
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (so the exit flush is silent)
+            code = 1
+        except OSError as error:  # a full disk, a file that vanished, a permission
+            typer.echo(f"azx: error: {error}", err=True)
+            code = 2
         if standalone_mode:
             sys.exit(code or 0)
         return code
@@ -55,6 +69,16 @@ app = typer.Typer(
     # Plain help: typer's rich help shows flags as `--resume <bool>`.
     rich_markup_mode=None,
 )
+
+
+_original_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    if issubclass(category, DamagedCheckpointWarning):
+        typer.echo(f"azx: warning: {message}", err=True)
+    else:
+        _original_showwarning(message, category, filename, lineno, file, line)
 
 
 def _show_version(value: bool | None) -> None:
@@ -96,8 +120,18 @@ def _as_flags(message: str) -> str:
 
 
 def _fail(message: str) -> None:
-    typer.echo(f"azx: error: {_as_flags(message)}", err=True)
+    one_line = " ".join(line.strip() for line in message.splitlines())
+    typer.echo(f"azx: error: {_as_flags(one_line)}", err=True)
     raise typer.Exit(2)
+
+
+def _check_writable(path: Path, flag: str, *, file: bool = False) -> None:
+    from ._rundir import _check_writable as check
+
+    try:
+        check(path, flag.removeprefix("--"), file=file)
+    except runs.RunError as error:
+        _fail(str(error).replace(f"`{flag.removeprefix('--')}`", flag))
 
 
 def _load(directory: Path, step: int | None) -> runs.Run:
@@ -290,6 +324,11 @@ def evaluate(
     import jax
 
     loaded = _load(run, step)
+    # Before the evaluation (minutes, perhaps): can its result be written?
+    if json_path is None:
+        _check_writable(run / runs.EVAL_DIR, "--json")
+    else:
+        _check_writable(json_path, "--json", file=True)
     options = {
         "alphazero": {"--opponent": opponent, "--games": games, "--agent": agent},
         "ppo": {"--episodes": episodes, "--greedy/--sample": greedy},
@@ -320,7 +359,7 @@ def evaluate(
             agent or "search", simulations, seed,
         )  # fmt: skip
     path = json_path or run / runs.EVAL_DIR / f"{name}-{loaded.iteration}.json"
-    runs.write_json(path, result)
+    runs.write_json(path, result)  # (a default path that cannot be written: an OSError)
     typer.echo(f"wrote {path}")
 
 
@@ -391,6 +430,8 @@ def play(
     """Play against the trained agent in the terminal; illegal moves are asked again."""
     from ._play import play as play_game
 
+    if sys.stdin is None or sys.stdin.closed:
+        _fail("azx play reads your moves from standard input, which is closed")
     loaded = _load(run, None)
     if loaded.algorithm != "alphazero":
         _fail(
@@ -400,7 +441,10 @@ def play(
 
     def read(prompt: str) -> str:
         typer.echo(prompt, nl=False)
-        line = sys.stdin.readline()
+        try:
+            line = sys.stdin.readline()
+        except (OSError, ValueError):  # closed under us, or not text
+            line = ""
         if not line:
             raise EOFError
         if not sys.stdin.isatty():

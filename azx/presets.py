@@ -51,6 +51,7 @@ class Preset:
     """Iterations per jitted training call: the granularity of logging and Ctrl-C."""
 
     def __post_init__(self):
+        _check_types(vars(self), **_TYPES["alphazero"])
         for name in ("iterations", "eval_every", "eval_games", "log_every"):
             check_positive_int(name, getattr(self, name))
         bad = set(self.eval_agents) - {"search", "network"}
@@ -95,7 +96,7 @@ class Preset:
     def from_dict(cls, data: dict[str, Any]) -> "Preset":
         data = _fields_from_dict(cls, data, Config)
         for name in ("eval_opponents", "eval_agents"):
-            if name in data:
+            if isinstance(data.get(name), list):
                 data[name] = tuple(data[name])
         return cls(**data)
 
@@ -135,6 +136,7 @@ class PPOPreset:
     """Iterations per jitted training call: the granularity of logging and Ctrl-C."""
 
     def __post_init__(self):
+        _check_types(vars(self), **_TYPES["ppo"])
         for name in ("iterations", "eval_episodes", "eval_every", "log_every"):
             check_positive_int(name, getattr(self, name))
         if self.network not in _PPO_NETWORKS:
@@ -176,6 +178,35 @@ class PPOPreset:
         return trainer, trainer.init(self.make_network(env, key=net_key), key=run_key)
 
 
+_TYPES = {
+    "alphazero": {
+        "str": ("name", "env", "network", "search", "description"),
+        "dict": ("network_options", "search_options"),
+        "strings": ("eval_opponents", "eval_agents"),
+    },
+    "ppo": {
+        "str": ("name", "env", "network", "description"),
+        "dict": ("env_options", "network_options"),
+        "bool": ("eval_greedy",),
+    },
+}
+
+
+def _check_types(values: dict[str, Any], **fields: tuple[str, ...]) -> None:
+    """Presets come back from JSON that a person may have edited: check each field's type
+    (`str`, `dict`, `bool`, or `strings`: a tuple of str) so that a wrong one is named."""
+    for kind, names in fields.items():
+        for name in (name for name in names if name in values):
+            value = values[name]
+            if kind == "strings":
+                ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+            else:
+                ok = isinstance(value, {"str": str, "dict": dict, "bool": bool}[kind])
+            if not ok:
+                wanted = "a list of strings" if kind == "strings" else f"a {kind}"
+                raise ValueError(f"{name} must be {wanted}, got {value!r}")
+
+
 _PPO_NETWORKS = {"actor_critic": nets.ActorCritic, "recurrent": nets.RecurrentActorCritic}
 
 
@@ -193,6 +224,10 @@ def _fields_from_dict(cls, data: dict[str, Any], config_class) -> dict[str, Any]
     unknown = set(data) - known
     if unknown:
         raise ValueError(f"unknown preset fields {sorted(unknown)}; known: {sorted(known)}")
+    types = _TYPES[cls.algorithm]
+    _check_types(data, **{k: v for k, v in types.items() if k != "strings"})
+    if not isinstance(data.get("config"), dict):
+        raise ValueError(f"config must be a JSON object, got {data.get('config')!r}")
     data["config"] = config_class(**data["config"])
     return data
 

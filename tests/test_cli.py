@@ -14,17 +14,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from typer.testing import CliRunner
+from _cli import (
+    SMALL,
+    azx_cli as _azx,
+    one_line_error as _one_line_error,
+)
 
 import azx
-from azx.cli import app
-
-
-SMALL = ["--log-every", "1", "--eval-every", "1", "--eval-games", "10", "--opponent", "random"]
-
-
-def _azx(*args, input=None):
-    return CliRunner().invoke(app, [str(a) for a in args], input=input)
 
 
 def _leaves(state):
@@ -32,15 +28,6 @@ def _leaves(state):
         np.asarray(jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
         for x in jax.tree.leaves(state)
     ]
-
-
-@pytest.fixture(scope="module")
-def trained(tmp_path_factory):
-    """A 2-iteration tic_tac_toe run, made by `azx train`."""
-    out = tmp_path_factory.mktemp("run") / "ttt"
-    result = _azx("train", "--out", out, "--iterations", 2, "--quiet", *SMALL)
-    assert result.exit_code == 0, result.output
-    return out
 
 
 def test_train_writes_config_metrics_checkpoints_and_curve(trained):
@@ -126,15 +113,6 @@ def test_play_from_piped_input_reasks_illegal_moves(trained):
     assert result.output.rstrip().splitlines()[-1] in ("You win!", "Draw.", "azx wins.")
 
 
-def _one_line_error(result, *needles):
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("azx: error: "), result.output
-    for needle in needles:
-        assert needle in lines[0]
-    assert "Traceback" not in result.output
-
-
 def test_bad_input_is_one_line_with_exit_code_2(trained, tmp_path):
     _one_line_error(_azx("train", "--env", "chess_960", "--out", tmp_path / "a"), "'chess_960'")
     _one_line_error(
@@ -216,7 +194,7 @@ def test_metrics_log_survives_a_partial_last_line(tmp_path):
     (tmp_path / "metrics.jsonl").write_text('{"iteration": 1}\n{"iteration": 2}\n{"itera')
     assert azx.run.read_metrics(tmp_path) == [{"iteration": 1}, {"iteration": 2}]
     (tmp_path / "metrics.jsonl").write_text('{"itera\n{"iteration": 2}\n')
-    with pytest.raises(json.JSONDecodeError):
+    with pytest.raises(azx.run.RunError, match="metrics.jsonl line 1 is not valid JSON"):
         azx.run.read_metrics(tmp_path)
 
 

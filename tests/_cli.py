@@ -1,0 +1,47 @@
+"""Helpers shared by the command-line tests: invoking `azx`, a small trained run, and the
+one-line error check."""
+
+import hashlib
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from azx.cli import app
+
+
+# Few iterations, few evaluation games: the point is the plumbing, not strength.
+SMALL = ["--log-every", "1", "--eval-every", "1", "--eval-games", "10", "--opponent", "random"]
+
+
+def azx_cli(*args, input=None):
+    """`azx ARGS` in this process; `.output` holds stdout and stderr, `.stderr` stderr."""
+    return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+
+def train_small_run(out: Path) -> Path:
+    """A 2-iteration tic_tac_toe run (checkpoints 1 and 2), made by `azx train`."""
+    result = azx_cli("train", "--out", out, "--iterations", 2, "--quiet", *SMALL)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def one_line_error(result, *needles) -> str:
+    """`result` failed with exit status 2 and one `azx: error:` line holding `needles`."""
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("azx: error: "), result.output
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def file_hashes(directory: Path) -> dict[str, str]:
+    """SHA-256 of every file under `directory`, by relative path (directories too, as
+    empty entries, so that a new empty directory shows)."""
+    return {
+        path.relative_to(directory).as_posix(): (
+            hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+        )
+        for path in sorted(directory.rglob("*"))
+    }
