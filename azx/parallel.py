@@ -10,8 +10,14 @@ the state's class names its per-environment fields (`row_fields`), which are spl
 the devices; everything else is replicated. Every device steps its own environments with no
 communication; the trainer adds gradients, counts and metrics over the `"data"` axis.
 Randomness is derived per row, so a run gives the same result on any number of devices (up
-to float summation order). Multi-host: call `jax.distributed.initialize()` first;
-`make_mesh` then spans all hosts.
+to float summation order).
+
+Several processes (hosts): call `jax.distributed.initialize()` first, then run the same
+program in every process; `make_mesh` spans the devices of all of them. Every process
+builds the same initial state (the same seed) and `shard_state` takes from it the rows of
+its own devices; `gather` gives every process the whole state back, e.g. to evaluate on
+one. [`azx.checkpoint.Checkpointer`][] saves and restores such a state when every process
+calls it.
 """
 
 import jax

@@ -46,10 +46,16 @@ def train(step, state, keys):
     return state
 
 
+def arrays(tree) -> list[np.ndarray]:
+    """The leaves of a host-local tree as numpy arrays, typed PRNG keys as their data."""
+    is_key = lambda x: jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)  # noqa: E731
+    return [np.asarray(jax.random.key_data(x) if is_key(x) else x) for x in jax.tree.leaves(tree)]
+
+
 def save_params(state, name: str) -> None:
-    leaves = jax.tree.leaves(azx.parallel.gather(state).params)
+    params = arrays(azx.parallel.gather(state).params)
     if jax.process_index() == 0:
-        np.savez(os.path.join(DIRECTORY, name), *[np.asarray(leaf) for leaf in leaves])
+        np.savez(os.path.join(DIRECTORY, name), *params)
 
 
 def main():
@@ -62,6 +68,13 @@ def main():
     if ROLE == "train":
         assert len(jax.local_devices()) == 2 and jax.process_count() == 2
         state = train(step, state, KEYS[:2])
+        # The games now differ from row to row (at the start every row is the same empty
+        # board): placing the whole state again must put every row back where it was.
+        whole = azx.parallel.gather(state)
+        state = azx.parallel.shard_state(whole, mesh)
+        assert state.buffer.position.sharding.spec == PartitionSpec(azx.parallel.AXIS)
+        for a, b in zip(arrays(whole), arrays(azx.parallel.gather(state)), strict=True):
+            np.testing.assert_array_equal(a, b)
         checkpoints.save(state, step=2, meta={"processes": 2})
     elif ROLE == "resume":
         state = checkpoints.restore(state)
