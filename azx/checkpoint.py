@@ -15,6 +15,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 
 from ._validate import check_positive_int
 
@@ -50,7 +51,20 @@ def _unflatten(like, flat: dict[str, Any]):
 
 
 def _abstract(flat: dict[str, Any]) -> dict[str, Any]:
-    return {k: jax.ShapeDtypeStruct(np.shape(v), v.dtype) for k, v in flat.items()}
+    # jax Arrays are restored into their own shardings (each process reads the slices
+    # its devices hold), whatever the devices and processes that saved them.
+    return {
+        k: jax.ShapeDtypeStruct(
+            np.shape(v), v.dtype, sharding=v.sharding if isinstance(v, jax.Array) else None
+        )
+        for k, v in flat.items()
+    }
+
+
+def _sync(name: str) -> None:
+    """Wait until every process gets here (nothing to wait for with one process)."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)
 
 
 class DamagedCheckpointError(ValueError):
@@ -121,11 +135,16 @@ class Checkpointer:
             force=True,
         )
         self._manager.wait_until_finished()
+        # With several processes, each writes the slices its devices hold and process 0
+        # completes the checkpoint: it lists the files once every process has written its
+        # own, and every process returns once the list is written.
+        _sync(f"azx: checkpoint {int(step)} in {self.directory} written")
         if jax.process_index() == 0:
             _write_manifest(Path(self.directory) / str(int(step)))
-        # The checkpoints beyond `max_to_keep` were renamed into the trash: empty it (and
-        # whatever a crash left there before).
-        shutil.rmtree(Path(self.directory) / _TRASH, ignore_errors=True)
+            # The checkpoints beyond `max_to_keep` were renamed into the trash: empty it
+            # (and whatever a crash left there before).
+            shutil.rmtree(Path(self.directory) / _TRASH, ignore_errors=True)
+        _sync(f"azx: checkpoint {int(step)} in {self.directory} listed")
 
     def latest_step(self) -> int | None:
         """Number of the newest checkpoint, or `None` if there is none."""

@@ -10,12 +10,20 @@ the state's class names its per-environment fields (`row_fields`), which are spl
 the devices; everything else is replicated. Every device steps its own environments with no
 communication; the trainer adds gradients, counts and metrics over the `"data"` axis.
 Randomness is derived per row, so a run gives the same result on any number of devices (up
-to float summation order). Multi-host: call `jax.distributed.initialize()` first;
-`make_mesh` then spans all hosts.
+to float summation order).
+
+Several processes (hosts): call `jax.distributed.initialize()` first, then run the same
+program in every process; `make_mesh` spans the devices of all of them. Every process
+builds the same initial state (the same seed) and `shard_state` takes from it the rows of
+its own devices; `gather` gives every process the whole state back, e.g. to evaluate on
+one. [`azx.checkpoint.Checkpointer`][] saves and restores such a state when every process
+calls it.
 """
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from ._trainer import AbstractTrainer, AbstractTrainState
@@ -53,13 +61,71 @@ def state_specs(state: AbstractTrainState) -> AbstractTrainState:
 
 
 def shard_state(state: AbstractTrainState, mesh: Mesh) -> AbstractTrainState:
-    """Place `state` on `mesh`: environment rows split over devices, the rest replicated."""
+    """Place `state` on `mesh`: environment rows split over devices, the rest replicated.
+
+    `state` is host-local and whole (e.g. `trainer.init(net, key=key)`). With several
+    processes, every process passes the same state (the same seed gives the same one) and
+    contributes the slices its own devices hold.
+
+    **Raises:** `ValueError` if the mesh has no `"data"` axis, or if a sharded field's
+    rows do not split evenly over its devices.
+    """
+    if AXIS not in mesh.axis_names:
+        raise ValueError(f"the mesh must have an axis named {AXIS!r}, got {mesh.axis_names}")
+    specs = state_specs(state)
+    devices = mesh.shape[AXIS]
+    for path, leaf in jax.tree_util.tree_leaves_with_path(state):
+        if path[0].name in type(state).row_fields and np.shape(leaf)[0] % devices:
+            raise ValueError(
+                f"state{jax.tree_util.keystr(path)} has {np.shape(leaf)[0]} rows, which "
+                f"{devices} devices cannot split evenly: the rows (num_envs) must be "
+                f"divisible by the number of devices"
+            )
     shardings = jax.tree.map(
-        lambda spec: NamedSharding(mesh, spec),
-        state_specs(state),
-        is_leaf=lambda x: isinstance(x, P),
+        lambda spec: NamedSharding(mesh, spec), specs, is_leaf=lambda x: isinstance(x, P)
     )
-    return jax.device_put(state, shardings)
+    if jax.process_count() == 1:
+        return jax.device_put(state, shardings)
+    return jax.tree.map(_keys_as_data(_place), state, shardings)
+
+
+def _keys_as_data(move):
+    """`move(leaf, *rest)`, applied to a typed PRNG key's raw data and the key rebuilt."""
+
+    def apply(leaf, *rest):
+        if isinstance(leaf, jax.Array) and jnp.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            data = move(jax.random.key_data(leaf), *rest)
+            return jax.random.wrap_key_data(data, impl=jax.random.key_impl(leaf))
+        return move(leaf, *rest)
+
+    return apply
+
+
+def _place(leaf, sharding: NamedSharding) -> jax.Array:
+    # `device_put` onto a mesh that spans other processes' devices is refused: each
+    # process builds the global array from the slices of its own devices.
+    value = np.asarray(leaf)
+    return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+
+
+def gather(state: AbstractTrainState) -> AbstractTrainState:
+    """A whole, host-local copy of a state placed by [`azx.parallel.shard_state`][] (or
+    returned by a sharded step), on this process's first device: for evaluating, playing
+    or inspecting on one process.
+
+    With several processes, every process must call it (each receives the rows that the
+    other processes' devices hold), and each gets the whole state.
+    """
+    device = jax.local_devices()[0]
+
+    def local(leaf):
+        if not isinstance(leaf, jax.Array):
+            return leaf
+        if not leaf.is_fully_addressable:
+            leaf = multihost_utils.process_allgather(leaf, tiled=True)
+        return jax.device_put(leaf, device)
+
+    return jax.tree.map(_keys_as_data(local), state)
 
 
 def sharded_step(trainer: AbstractTrainer, mesh: Mesh):

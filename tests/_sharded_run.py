@@ -113,6 +113,19 @@ def main():
         assert "num_envs (6) must be divisible by the number of devices" in str(error), error
     else:
         raise AssertionError("num_envs=6 on 4 devices was accepted")
+    try:
+        azx.parallel.shard_state(tic_tac_toe(num_envs=6)[1], mesh)
+    except ValueError as error:
+        assert "has 6 rows, which 4 devices cannot split evenly" in str(error), error
+    else:
+        raise AssertionError("a state of 6 rows was placed on 4 devices")
+
+    gathered = azx.parallel.gather(sharded)
+    assert gathered.buffer.position.sharding.device_set == {jax.devices()[0]}
+    for a, b in zip(jax.tree.leaves(sharded.buffer), jax.tree.leaves(gathered.buffer), strict=True):
+        np.testing.assert_array_equal(a, b)
+    key_data = jax.random.key_data
+    np.testing.assert_array_equal(key_data(sharded.key), key_data(gathered.key))
     print("SHARDED OK")
 
 
