@@ -103,7 +103,7 @@ def _options(
 _RENAMED = {"opponents": "opponent"}
 _ARGUMENTS = {
     "out", "preset", "env", "seed", "resume", "iterations", "eval_every", "eval_games",
-    "eval_episodes", "opponents", "log_every",
+    "eval_episodes", "opponents", "log_every", "json",
 }  # fmt: skip
 
 
@@ -123,15 +123,6 @@ def _fail(message: str) -> None:
     one_line = " ".join(line.strip() for line in message.splitlines())
     typer.echo(f"azx: error: {_as_flags(one_line)}", err=True)
     raise typer.Exit(2)
-
-
-def _check_writable(path: Path, flag: str, *, file: bool = False) -> None:
-    from ._rundir import _check_writable as check
-
-    try:
-        check(path, flag.removeprefix("--"), file=file)
-    except runs.RunError as error:
-        _fail(str(error).replace(f"`{flag.removeprefix('--')}`", flag))
 
 
 def _load(directory: Path, step: int | None) -> runs.Run:
@@ -325,10 +316,15 @@ def evaluate(
 
     loaded = _load(run, step)
     # Before the evaluation (minutes, perhaps): can its result be written?
-    if json_path is None:
-        _check_writable(run / runs.EVAL_DIR, "--json")
-    else:
-        _check_writable(json_path, "--json", file=True)
+    from ._rundir import _check_writable
+
+    try:
+        if json_path is None:
+            _check_writable(run / runs.EVAL_DIR, "json")
+        else:
+            _check_writable(json_path, "json", file=True)
+    except runs.RunError as error:
+        _fail(str(error))
     options = {
         "alphazero": {"--opponent": opponent, "--games": games, "--agent": agent},
         "ppo": {"--episodes": episodes, "--greedy/--sample": greedy},

@@ -42,9 +42,13 @@ def make_mesh(devices=None) -> Mesh:
     return Mesh(np.array(devices), (AXIS,))
 
 
-def _check(trainer: AbstractTrainer, mesh: Mesh) -> None:
+def _check_axis(mesh: Mesh) -> None:
     if AXIS not in mesh.axis_names:
         raise ValueError(f"the mesh must have an axis named {AXIS!r}, got {mesh.axis_names}")
+
+
+def _check(trainer: AbstractTrainer, mesh: Mesh) -> None:
+    _check_axis(mesh)
     trainer.check_shards(mesh.shape[AXIS])
 
 
@@ -70,8 +74,7 @@ def shard_state(state: AbstractTrainState, mesh: Mesh) -> AbstractTrainState:
     **Raises:** `ValueError` if the mesh has no `"data"` axis, or if a sharded field's
     rows do not split evenly over its devices.
     """
-    if AXIS not in mesh.axis_names:
-        raise ValueError(f"the mesh must have an axis named {AXIS!r}, got {mesh.axis_names}")
+    _check_axis(mesh)
     specs = state_specs(state)
     devices = mesh.shape[AXIS]
     for path, leaf in jax.tree_util.tree_leaves_with_path(state):
