@@ -5,6 +5,7 @@ Private: `azx.run` re-exports `train` and `TrainingInterrupted`.
 """
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -20,7 +21,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from . import arena, presets
+from . import arena, parallel, presets
 from ._report import (
     describe,
     describe_return,
@@ -47,7 +48,7 @@ from ._rundir import (
     read_metrics,
     write_json,
 )
-from .checkpoint import DamagedCheckpointWarning
+from .checkpoint import DamagedCheckpointWarning, _sync
 
 
 CHECKPOINT_SECONDS = 300.0
@@ -234,12 +235,20 @@ def train(
 
     **Returns:** the trained [`azx.run.Run`][].
 
+    Trains on every device JAX sees: with more than one, the games are split over a mesh
+    of all of them ([`azx.parallel.sharded_train`][]). With several processes (after
+    `jax.distributed.initialize()`), every process calls `train` with the same arguments
+    and an `out` on a file system they share: process 0 writes the run's files and the
+    progress, every process its part of each checkpoint, and each plays the same
+    evaluation games; the returned run holds the whole state in every process.
+
     With `resume`, a damaged newest checkpoint is skipped for the newest one that reads
     back intact, and moved aside into `checkpoints/unreadable/` (never deleted), each
     with an [`azx.checkpoint.DamagedCheckpointWarning`][].
 
     **Raises:** [`azx.run.RunError`][] for an unknown preset or env, an option the
-    preset's algorithm does not have, an `out` that cannot be written, a directory
+    preset's algorithm does not have, games that do not split evenly over the devices,
+    processes given different arguments, an `out` that cannot be written, a directory
     holding a different run (unless `resume`), or `resume` without a readable
     checkpoint, configuration or metrics log. Every check comes before the first write:
     a `RunError` leaves the run directory as it was.
@@ -298,6 +307,11 @@ def train(
                 "`eval_games` must be even (half the games with each colour), got "
                 f"{chosen.eval_games}"
             )
+    config = dict(config, preset=chosen.to_dict())
+    _check_same_everywhere(dict(config, resume=resume))
+    mesh = _mesh(trainer)
+    if mesh is not None:
+        state = parallel.shard_state(state, mesh)
     records: list[dict[str, Any]] = []
     elapsed_before = 0.0
     if resume:
@@ -306,16 +320,25 @@ def train(
         elapsed_before = float(meta.get("elapsed_s", 0.0))
         records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
 
-    out.mkdir(parents=True, exist_ok=True)
-    config = dict(config, preset=chosen.to_dict())
-    write_json(out / CONFIG_FILE, config)
-    with _checkpointer(out) as checkpoints:
-        if resume:
+    # With several processes, process 0 alone writes the run's files (checkpoints aside:
+    # every process writes its part of them), once every process has checked everything.
+    _sync(f"azx: {out} checked")
+    main = jax.process_index() == 0
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / CONFIG_FILE, config)
+    if resume:
+        with _checkpointer(out) as checkpoints:  # (orbax opens it in every process at once)
             _set_aside_newer(checkpoints, int(state.iteration))
+    if main:
         _write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
+    _sync(f"azx: {out} prepared")
+    with _checkpointer(out) as checkpoints:
         state = _train_loop(
-            out, chosen, trainer, state, checkpoints, records, elapsed_before, seed, quiet
+            out, chosen, trainer, state, checkpoints, records, elapsed_before, seed, quiet, mesh
         )
+    if mesh is not None:
+        state = parallel.gather(state)
     return Run(
         directory=out,
         preset=chosen,
@@ -325,6 +348,50 @@ def train(
         trainer=trainer,
         state=state,
     )
+
+
+def _mesh(trainer):
+    """The mesh of every device (every process's) to train on, or `None` with one device."""
+    if jax.device_count() == 1:
+        return None
+    mesh = parallel.make_mesh()
+    try:
+        trainer.check_shards(mesh.shape[parallel.AXIS])
+    except ValueError as error:
+        where = f" of {jax.process_count()} processes" if jax.process_count() > 1 else ""
+        raise RunError(f"training on the {jax.device_count()} devices{where}: {error}") from None
+    return mesh
+
+
+def _check_same_everywhere(settings: dict[str, Any]) -> None:
+    """With several processes: refuse to train unless every process was given the same
+    settings (each builds the same initial state from them)."""
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).digest()
+    mine = np.frombuffer(digest[:16], np.int32)
+    every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, mine.size)
+    differing = [i for i, other in enumerate(every) if not np.array_equal(other, every[0])]
+    if differing:
+        listed = ", ".join(map(str, differing))
+        raise RunError(
+            f"process {listed} was started with other settings than process 0: every process "
+            "needs the same preset, seed, options and `resume`"
+        )
+
+
+def _agree(interrupted: bool, save_due: bool) -> tuple[bool, bool]:
+    """With several processes, one decision for all: stop if any process was interrupted,
+    save on time when process 0's clock says so."""
+    if jax.process_count() == 1:
+        return interrupted, save_due
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(multihost_utils.process_allgather(np.array([interrupted, save_due])))
+    flags = flags.reshape(-1, 2)
+    return bool(flags[:, 0].any()), bool(flags[0, 1])
 
 
 def _set_aside_newer(checkpoints, iteration: int) -> None:
@@ -432,11 +499,16 @@ def _plot(preset, records, path) -> None:
     plot(records, path, title=preset.description or preset.name)
 
 
-def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_before, seed, quiet):
+def _train_loop(
+    out, preset, trainer, state, checkpoints, records, elapsed_before, seed, quiet, mesh
+):
     chunk = min(preset.log_every, preset.iterations)
     first = int(state.iteration)
     eval_key = jax.random.fold_in(jax.random.key(seed), _EVAL_STREAM)
-    train_fn = eqx.filter_jit(trainer.train_and_record)
+    train_fn = eqx.filter_jit(
+        trainer.train_and_record if mesh is None else parallel.sharded_train(trainer, mesh)
+    )
+    main = jax.process_index() == 0
     started = time.perf_counter()
     last_save = started
     clock = _Clock()
@@ -446,23 +518,29 @@ def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_befor
 
     def append(record):
         records.append(record)
-        with open(out / METRICS_FILE, "a") as file:
-            file.write(json.dumps(record) + "\n")
+        if main:
+            with open(out / METRICS_FILE, "a") as file:
+                file.write(json.dumps(record) + "\n")
 
     def evaluation(state, record, report):
         tick = time.perf_counter()
         iteration = record["iteration"]
         key = jax.random.fold_in(eval_key, iteration)
-        record["eval"] = _evaluate_now(preset, trainer, state, key, report)
+        # On one device, from the whole state. With several processes each plays the same
+        # games (the same state and key), so that none waits for another.
+        whole = state if mesh is None else parallel.gather(state)
+        record["eval"] = _evaluate_now(preset, trainer, whole, key, report)
         for line in _evaluation_lines(preset, iteration, record["eval"]):
             report.log(line)
         clock.evaluation_seconds = time.perf_counter() - tick
 
     def plot(report):
-        report.phase(f"drawing {CURVE_FILE}")
-        _plot(preset, records, out / CURVE_FILE)
+        if main:
+            report.phase(f"drawing {CURVE_FILE}")
+            _plot(preset, records, out / CURVE_FILE)
 
-    with _Reporter(preset.iterations, first, quiet) as report, _interruptible() as stopped:
+    reporter = _Reporter(preset.iterations, first, quiet or not main)
+    with reporter as report, _interruptible() as stopped:
         if first >= preset.iterations:
             report.log(f"{out}: already trained {first} of {preset.iterations} iterations")
             return state
@@ -501,8 +579,10 @@ def _train_loop(out, preset, trainer, state, checkpoints, records, elapsed_befor
             if due:
                 evaluation(state, record, report)
             append(record)
-            interrupted = stopped()
-            if due or interrupted or time.perf_counter() - last_save > CHECKPOINT_SECONDS:
+            interrupted, save_due = _agree(
+                stopped(), time.perf_counter() - last_save > CHECKPOINT_SECONDS
+            )
+            if due or interrupted or save_due:
                 report.phase("saving a checkpoint")
                 checkpoints.save(
                     state, step=iteration, meta={"iteration": iteration, "elapsed_s": elapsed()}

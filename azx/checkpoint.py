@@ -215,7 +215,8 @@ class Checkpointer:
 
     def set_aside(self, step: int) -> Path:
         """Move checkpoint `step` (a damaged one, say) out of the listing, into
-        `unreadable/` beside the checkpoints, where it stays for inspection.
+        `unreadable/` beside the checkpoints, where it stays for inspection. With several
+        processes, every process calls it (process 0 moves it).
         **Returns:** its new path."""
         source = Path(self.directory) / str(self._resolve(step))
         target = Path(self.directory) / _SET_ASIDE / source.name
@@ -223,8 +224,11 @@ class Checkpointer:
         while target.exists():
             suffix += 1
             target = target.with_name(f"{source.name}-{suffix}")
-        target.parent.mkdir(exist_ok=True)
-        source.rename(target)
+        _sync(f"azx: setting checkpoint {step} in {self.directory} aside")
+        if jax.process_index() == 0:
+            target.parent.mkdir(exist_ok=True)
+            source.rename(target)
+        _sync(f"azx: checkpoint {step} in {self.directory} set aside")
         self._manager.reload()
         return target
 

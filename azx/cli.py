@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 import typer.core
 
-from . import __version__, presets, run as runs
+from . import __version__, _cluster, presets, run as runs
 from .checkpoint import DamagedCheckpointWarning
 
 
@@ -103,7 +103,8 @@ def _options(
 _RENAMED = {"opponents": "opponent"}
 _ARGUMENTS = {
     "out", "preset", "env", "seed", "resume", "iterations", "eval_every", "eval_games",
-    "eval_episodes", "opponents", "log_every", "json",
+    "eval_episodes", "opponents", "log_every", "json", "coordinator", "num_processes",
+    "process_id", "join_timeout",
 }  # fmt: skip
 
 
@@ -117,6 +118,19 @@ def _as_flags(message: str) -> str:
         return "--" + _RENAMED.get(name, name).replace("_", "-")
 
     return re.sub(r"`(\w+)`", flag, message)
+
+
+def _abandon(message: str) -> None:
+    """Print `message` as the error and end the process at once (from any thread)."""
+    typer.echo(f"azx: error: {_as_flags(message)}", err=True)
+    sys.stderr.flush()
+    os._exit(2)
+
+
+def _process_index() -> int:
+    import jax
+
+    return jax.process_index()
 
 
 def _fail(message: str) -> None:
@@ -212,12 +226,52 @@ def train(
         ),
     ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
+    coordinator: Annotated[
+        str | None,
+        typer.Option(
+            help="Several processes: process 0's address and a free port (HOST:PORT), the "
+            "same in every process. Inside a SLURM or Open MPI job of several tasks the "
+            "three settings come from the job.",
+            metavar="HOST:PORT",
+        ),
+    ] = None,
+    num_processes: Annotated[
+        int | None,
+        typer.Option(
+            help="Several processes: how many take part.",
+            metavar="N",
+        ),
+    ] = None,
+    process_id: Annotated[
+        int | None,
+        typer.Option(
+            help="Several processes: this process's number, 0 to N-1 (0 writes the files).",
+            metavar="I",
+        ),
+    ] = None,
+    join_timeout: Annotated[
+        float,
+        typer.Option(
+            help="Several processes: seconds to wait for all of them to join.",
+            metavar="SECONDS",
+        ),
+    ] = _cluster.JOIN_SECONDS,
 ) -> None:
     """Train an agent (AlphaZero or PPO, by preset); writes config.json, metrics.jsonl,
     checkpoints and learning_curve.png into the run directory. Ctrl-C stops after saving a
-    checkpoint."""
+    checkpoint. Trains on every device JAX sees, of every process when several take part
+    (see --coordinator)."""
     if resume and out is None:
         _fail("--resume needs --out, the run directory to continue")
+    try:
+        joined = _cluster.join(
+            coordinator, num_processes, process_id, timeout=join_timeout, on_timeout=_abandon
+        )
+    except runs.RunError as error:
+        _fail(str(error))
+    if joined and _process_index() != 0:  # process 0 reports for all
+        quiet = True
+        warnings.simplefilter("ignore", DamagedCheckpointWarning)
     try:
         runs.train(
             out,
@@ -236,7 +290,8 @@ def train(
     except runs.RunError as error:
         _fail(str(error))
     except runs.TrainingInterrupted as stop:
-        typer.echo(f"continue with: azx train --out {stop.directory} --resume", err=True)
+        if not quiet:
+            typer.echo(f"continue with: azx train --out {stop.directory} --resume", err=True)
         raise typer.Exit(130) from None
     except KeyboardInterrupt:
         raise typer.Exit(130) from None

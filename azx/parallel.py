@@ -5,6 +5,9 @@
     state = azx.parallel.shard_state(trainer.init(net, key=key), mesh)
     state = step(state, key)
 
+`sharded_train` does the same for `trainer.train_and_record` (many steps in one scan);
+`azx train` uses it whenever JAX sees more than one device.
+
 Works for any [`azx.AbstractTrainer`][] ([`azx.alphazero.AlphaZero`][], [`azx.ppo.PPO`][]):
 the state's class names its per-environment fields (`row_fields`), which are split over
 the devices; everything else is replicated. Every device steps its own environments with no
@@ -152,3 +155,30 @@ def sharded_step(trainer: AbstractTrainer, mesh: Mesh):
         return mapped(state, key)
 
     return step
+
+
+def sharded_train(trainer: AbstractTrainer, mesh: Mesh):
+    """`trainer.train_and_record` as a `shard_map` over `mesh`'s `"data"` axis:
+    `train(state, num_steps) -> (state, history)`, `num_steps` steps in one `lax.scan`
+    with every step's metrics stacked (replicated). Jit it with `num_steps` static, e.g.
+    `eqx.filter_jit(sharded_train(trainer, mesh))(state, 10)`.
+
+    **Raises:** `ValueError` if the trainer's rows do not split evenly over the devices.
+    """
+    _check(trainer, mesh)
+    local = trainer.with_axis_name(AXIS)
+
+    def train(state, num_steps: int):
+        specs = state_specs(state)
+        # check_vma=False for the reason given in `sharded_step`; the metrics are sums
+        # over the axis, the same on every device.
+        mapped = jax.shard_map(
+            lambda state: local.train_and_record(state, num_steps),
+            mesh=mesh,
+            in_specs=(specs,),
+            out_specs=(specs, P()),
+            check_vma=False,
+        )
+        return mapped(state)
+
+    return train
