@@ -7,9 +7,10 @@ Sizes of the state come from its real array shapes (`jax.eval_shape` of `trainer
 nothing allocated). The temporaries of a training step come from XLA's own accounting of
 the compiled `step` (`memory_analysis()`), compiled at `num_envs` and at twice that, with
 `batch_size` and `buffer_capacity` scaled alike, so that the difference is the cost of the
-added rows. `step` is compiled without donating its input state, as `AlphaZero.train`
-is jitted by the library, so input and output states are both alive. Markdown tables go
-to stdout; `--json` writes the records.
+added rows. `step` is compiled without donating its input state, as the library's
+training loop jits it, so input and output states are both alive; the last table assumes
+a caller that donates it instead. Markdown tables go to stdout; `--json` writes the
+records. About two minutes on the 2-core development CPU, most of it compiling.
 """
 
 import argparse
@@ -192,21 +193,24 @@ def measure(name: str) -> dict:
     }
 
 
-def device_bytes(record: dict) -> tuple[float, float]:
+def device_bytes(record: dict, *, donated: bool = False) -> tuple[float, float]:
     """`(fixed, per_row)`: a device holding `rows` game rows needs about
     `fixed + rows * per_row` bytes during a step. Fixed: parameters, optimiser state and
-    the rest of the replicated state, in and out, plus the row-independent temporaries.
-    Per row: the row's state, in and out (no donation), plus its temporaries."""
+    the rest of the replicated state, plus the temporaries that do not grow with the rows.
+    Per row: the row's state plus its temporaries. The state counts twice (input and
+    output) unless the caller donates it (`jax.jit(..., donate_argnums=0)`), which lets XLA
+    write the output over the input."""
+    copies = 1 if donated else 2
     replicated = sum(record["fixed_bytes"].values())
-    fixed = 2 * replicated + max(record["temp_bytes_fixed"], 0.0)
-    per_row = 2 * record["state_bytes_per_row"] + record["temp_bytes_per_row"]
+    fixed = copies * replicated + max(record["temp_bytes_fixed"], 0.0)
+    per_row = copies * record["state_bytes_per_row"] + record["temp_bytes_per_row"]
     return fixed, per_row
 
 
-def largest_num_envs(record: dict, gib: float) -> int:
+def largest_num_envs(record: dict, gib: float, *, donated: bool = False) -> int:
     """The most game rows that one device of `gib` GiB holds during a step,
     `floor((memory - fixed) / per_row)`, with the preset's ring of positions per row."""
-    fixed, per_row = device_bytes(record)
+    fixed, per_row = device_bytes(record, donated=donated)
     return max(int((gib * GIB - fixed) // per_row), 0)
 
 
@@ -267,17 +271,21 @@ def tables(records: list[dict]) -> str:
             f"| {_mib(one['temp'])} | {_mib(two['temp'])} |"
         )
     heads = " | ".join(f"{gib} GiB" for gib in MEMORIES_GIB)
-    lines += [
-        "",
-        "Largest num_envs per device: floor((memory - fixed) / per row).",
-        "",
-        f"| preset | fixed (MiB) | per row (KiB) | {heads} |",
-        "|" + "---|" * (3 + len(MEMORIES_GIB)),
-    ]
-    for r in records:
-        fixed, per_row = device_bytes(r)
-        fits = " | ".join(f"{largest_num_envs(r, gib):,}" for gib in MEMORIES_GIB)
-        lines.append(f"| {r['preset']} | {_mib(fixed)} | {_kib(per_row)} | {fits} |")
+    for donated in (False, True):
+        lines += [
+            "",
+            "Largest num_envs per device, floor((memory - fixed) / per row), state "
+            + ("donated (one copy)." if donated else "not donated (input and output)."),
+            "",
+            f"| preset | fixed (MiB) | per row (KiB) | {heads} |",
+            "|" + "---|" * (3 + len(MEMORIES_GIB)),
+        ]
+        for r in records:
+            fixed, per_row = device_bytes(r, donated=donated)
+            fits = " | ".join(
+                f"{largest_num_envs(r, gib, donated=donated):,}" for gib in MEMORIES_GIB
+            )
+            lines.append(f"| {r['preset']} | {_mib(fixed)} | {_kib(per_row)} | {fits} |")
     return "\n".join(lines)
 
 
