@@ -2,7 +2,7 @@
 operations the compiled step runs, how many bytes they add up, and how long they take
 next to the whole step.
 
-    python -m benchmarks.reductions [--presets tic_tac_toe connect_four] [--devices 4]
+    python -m benchmarks.reductions [--presets tic_tac_toe connect_four] [--devices 4] [--repeats 7]
 
 Runs on a mesh of CPU devices (`XLA_FLAGS=--xla_force_host_platform_device_count`, set
 here before JAX starts). For each preset, `azx.parallel.sharded_step` is compiled and its
@@ -212,7 +212,7 @@ def main(argv=None) -> list[dict]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["tic_tac_toe", "connect_four"])
     parser.add_argument("--devices", type=int, default=4, help="CPU devices in the mesh")
-    parser.add_argument("--repeats", type=int, default=5, help="timed rounds")
+    parser.add_argument("--repeats", type=int, default=7, help="timed rounds")
     args = parser.parse_args(argv)
     if len(jax.devices()) != args.devices:
         raise SystemExit(
