@@ -88,7 +88,7 @@ def step_memory(preset: azx.presets.Preset) -> dict:
     }
 
 
-def network_memory(preset: azx.presets.Preset, trainer, shapes) -> dict:
+def network_memory(trainer, shapes) -> dict:
     """The network's activations, from XLA's accounting of two compiled functions at two
     batch sizes each (bytes per position): a forward pass over a batch of observations, as
     the search evaluates them (temporaries and outputs), and the learner's gradient of the
@@ -119,18 +119,20 @@ def network_memory(preset: azx.presets.Preset, trainer, shapes) -> dict:
 
         return jax.grad(objective)(params)
 
-    def slope(function, kind, sizes=(256, 512)):
+    def slope(function, *, with_output, sizes=(256, 512)):
         analyses = [
             jax.jit(function).lower(params, positions(size)).compile().memory_analysis()
             for size in sizes
         ]
         used = [
-            a.temp_size_in_bytes + (a.output_size_in_bytes if kind == "forward" else 0)
-            for a in analyses
+            a.temp_size_in_bytes + (a.output_size_in_bytes if with_output else 0) for a in analyses
         ]
         return (used[1] - used[0]) / (sizes[1] - sizes[0])
 
-    return {"forward": slope(forward, "forward"), "gradient": slope(gradient, "gradient")}
+    return {
+        "forward": slope(forward, with_output=True),
+        "gradient": slope(gradient, with_output=False),
+    }
 
 
 def measure(name: str) -> dict:
@@ -142,8 +144,9 @@ def measure(name: str) -> dict:
 
     # Replicated on every device: parameters, optimiser state, counters, metrics, key.
     fixed = {
-        field: nbytes(getattr(shapes, field))
-        for field in ("params", "opt_state", "iteration", "metrics", "key")
+        field.name: nbytes(getattr(shapes, field.name))
+        for field in dataclasses.fields(shapes)
+        if field.name not in shapes.row_fields and not field.metadata.get("static")
     }
     # Split over devices: per game row.
     per_row = {field: nbytes(getattr(shapes, field)) / rows for field in shapes.row_fields}
@@ -157,7 +160,7 @@ def measure(name: str) -> dict:
         rows * (TREE_SIMULATIONS[1] - TREE_SIMULATIONS[0])
     )
 
-    network = network_memory(preset, trainer, shapes)
+    network = network_memory(trainer, shapes)
 
     # Temporaries of the compiled step at two row counts: the slope is their cost per row.
     steps = [step_memory(scaled(preset, factor)) for factor in (1, 2)]
