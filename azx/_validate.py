@@ -1,5 +1,7 @@
 """Argument checks shared by every module, so that errors read the same everywhere."""
 
+import math
+
 
 def check_positive_int(name: str, value: object) -> None:
     """`value` must be an int >= 1 (bools are refused)."""
@@ -14,3 +16,13 @@ def check_non_negative_int(name: str, value: object, *, optional: bool = False) 
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         allowed = "None or an int >= 0" if optional else "an int >= 0"
         raise ValueError(f"{name} must be {allowed}, got {value!r}")
+
+
+def check_non_negative_number(name: str, value: object) -> None:
+    """`value` must be a finite int or float >= 0 (bools are refused)."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not (math.isfinite(value) and value >= 0)
+    ):
+        raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")

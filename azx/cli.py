@@ -303,7 +303,10 @@ def evaluate(
     opponent: Annotated[
         list[str] | None,
         typer.Option(
-            help="AlphaZero: random, greedy, mcts:N (rollout MCTS) or solver; repeatable.",
+            help=(
+                "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, or OpenSpiel's "
+                "openspiel-mcts:N and openspiel-alphabeta:DEPTH; repeatable."
+            ),
             show_default="random",
             metavar="SPEC",
         ),
@@ -426,7 +429,7 @@ def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, seed):
     for spec in opponent:
         try:
             arena.opponent(spec, loaded.env)
-        except ValueError as error:
+        except (ValueError, ImportError) as error:  # ImportError: open_spiel is missing
             _fail(str(error))
     player = loaded.agent(agent, num_simulations=simulations)
     results = runs.evaluate(

@@ -9,6 +9,10 @@ from ._agent import (
 )
 from ._elo import elo_ratings as elo_ratings
 from ._match import MatchResult as MatchResult, play_match as play_match
+from ._openspiel import (
+    OpenSpielAlphaBetaAgent as OpenSpielAlphaBetaAgent,
+    OpenSpielMCTSAgent as OpenSpielMCTSAgent,
+)
 from ._opponents import opponent as opponent
 from ._returns import episode_returns as episode_returns
 from ._rollout import RolloutMCTSAgent as RolloutMCTSAgent

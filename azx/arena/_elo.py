@@ -5,6 +5,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
+from .._validate import check_non_negative_number
 from ._match import _normal_quantile
 
 
@@ -90,12 +91,7 @@ def elo_ratings(
     """
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-    if (
-        isinstance(prior_draws, bool)
-        or not isinstance(prior_draws, int | float)
-        or not (math.isfinite(prior_draws) and prior_draws >= 0)
-    ):
-        raise ValueError(f"prior_draws must be a finite number >= 0, got {prior_draws!r}")
+    check_non_negative_number("prior_draws", prior_draws)
     names = sorted({name for pair in results for name in pair})
     if anchor not in names:
         raise ValueError(f"anchor {anchor!r} played no games; players: {', '.join(names)}")

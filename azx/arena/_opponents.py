@@ -2,11 +2,16 @@
 
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent, GreedyAgent, RandomAgent
+from ._openspiel import SUPPORTED_GAMES, OpenSpielAlphaBetaAgent, OpenSpielMCTSAgent
 from ._rollout import RolloutMCTSAgent
 from ._solver import TicTacToeSolver
 
 
-OPPONENT_SPECS = "random, greedy, mcts:N (rollout MCTS with N simulations) or solver"
+OPPONENT_SPECS = (
+    "random, greedy, mcts:N (rollout MCTS with N simulations), solver, "
+    "openspiel-mcts:N (OpenSpiel's rollout MCTS) or openspiel-alphabeta:DEPTH "
+    "(OpenSpiel's alpha-beta search)"
+)
 
 
 def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
@@ -16,10 +21,15 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
 
     - `spec`: `"random"` ([`azx.arena.RandomAgent`][]), `"greedy"`
       ([`azx.arena.GreedyAgent`][]), `"mcts:N"` ([`azx.arena.RolloutMCTSAgent`][] with N
-      simulations) or `"solver"` ([`azx.arena.TicTacToeSolver`][], tic-tac-toe only).
-    - `env`: the game it will play, if known: `"solver"` is refused for other games.
+      simulations), `"solver"` ([`azx.arena.TicTacToeSolver`][], tic-tac-toe only),
+      `"openspiel-mcts:N"` ([`azx.arena.OpenSpielMCTSAgent`][] with N simulations) or
+      `"openspiel-alphabeta:DEPTH"` ([`azx.arena.OpenSpielAlphaBetaAgent`][] searching
+      DEPTH moves ahead; 9 solves tic-tac-toe). The OpenSpiel agents play tic_tac_toe,
+      connect_four and othello.
+    - `env`: the game it will play, if known: agents that cannot play it are refused.
 
-    **Raises:** `ValueError` naming the spec and the accepted forms.
+    **Raises:** `ValueError` naming the spec and the accepted forms (or the games it
+    plays); `ImportError` for an OpenSpiel agent when `open_spiel` is not installed.
     """
     if not isinstance(spec, str):
         raise ValueError(f"opponent must be a string ({OPPONENT_SPECS}), got {spec!r}")
@@ -39,4 +49,20 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
         if env is not None and game != "tic_tac_toe":
             raise ValueError(f"opponent 'solver' exists for tic_tac_toe only, not {game!r}")
         return TicTacToeSolver()
+    if name in ("openspiel-mcts", "openspiel-alphabeta"):
+        if not argument.isdigit() or int(argument) < 1:
+            what = "number of simulations" if name == "openspiel-mcts" else "search depth"
+            raise ValueError(
+                f"opponent {spec!r}: {name} needs a positive {what}, as in "
+                f"{name}:{1000 if name == 'openspiel-mcts' else 9}"
+            )
+        game = getattr(env, "name", None)
+        if env is not None and game not in SUPPORTED_GAMES:
+            raise ValueError(
+                f"opponent {spec!r} plays {', '.join(SUPPORTED_GAMES)} (OpenSpiel's versions "
+                f"of the pgx games), not {game!r}"
+            )
+        if name == "openspiel-mcts":
+            return OpenSpielMCTSAgent(int(argument))
+        return OpenSpielAlphaBetaAgent(int(argument))
     raise ValueError(f"opponent {spec!r} not understood; expected {OPPONENT_SPECS}")

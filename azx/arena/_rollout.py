@@ -8,7 +8,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from .._types import EnvState, PRNGKey
-from .._validate import check_positive_int
+from .._validate import check_non_negative_number, check_positive_int
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent, _Stateless, _stateless, random_legal
 
@@ -86,13 +86,7 @@ class RolloutMCTSAgent(AbstractAgent):
         - `exploration`: the UCT constant `c` in `Q + c * sqrt(ln N / n)`.
         """
         check_positive_int("num_simulations", num_simulations)
-        if (
-            isinstance(exploration, bool)
-            or not isinstance(exploration, int | float)
-            or not math.isfinite(exploration)
-            or exploration < 0
-        ):
-            raise ValueError(f"exploration must be a finite number >= 0, got {exploration!r}")
+        check_non_negative_number("exploration", exploration)
         self.num_simulations = num_simulations
         self.exploration = float(exploration)
 
