@@ -300,7 +300,7 @@ def train(
         for spec in chosen.eval_opponents:
             try:
                 arena.opponent(spec, trainer.env)
-            except ValueError as error:
+            except (ValueError, ImportError) as error:  # ImportError: an optional package
                 raise RunError(str(error)) from None
         if chosen.eval_games % 2:
             raise RunError(

@@ -211,7 +211,8 @@ def train(
     opponent: Annotated[
         list[str] | None,
         typer.Option(
-            help="Evaluation opponent, repeatable: random, greedy, mcts:N or solver (AlphaZero).",
+            help="Evaluation opponent, repeatable (AlphaZero): random, greedy, mcts:N, solver, "
+            "openspiel-mcts:N or openspiel-alphabeta:DEPTH (see azx eval --help).",
             show_default="the preset's",
             metavar="SPEC",
         ),
