@@ -123,3 +123,29 @@ def test_games_that_do_not_split_over_the_devices_are_refused(tmp_path):
     line = _error_line(_azx("train", "--out", tmp_path / "run", devices=3))
     assert "training on the 3 devices: num_envs (64) must be divisible by the number of " in line
     assert not (tmp_path / "run").exists()
+
+
+def test_a_slurm_job_step_of_several_tasks_joins_without_the_settings(tmp_path):
+    """Inside `srun` (as its environment variables say), `azx train` starts JAX's
+    distributed runtime with JAX's own detection of the job; alone, this task waits for
+    its peer only until the join timeout."""
+    env = dict(
+        os.environ,
+        XLA_FLAGS="--xla_force_host_platform_device_count=2",
+        SLURM_JOB_ID=str(_free_port()),  # JAX derives the coordinator's port from it
+        SLURM_STEP_NODELIST="localhost",
+        SLURM_NTASKS="2",
+        SLURM_STEP_NUM_TASKS="2",
+        SLURM_STEP_NUM_NODES="1",
+        SLURM_PROCID="1",
+        SLURM_LOCALID="1",
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "azx", "train", "--out", tmp_path / "run", "--join-timeout", "3"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = _error_line(process)
+    assert "the 2 processes of this cluster job did not all join within 3 s" in line, line
