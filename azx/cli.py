@@ -270,7 +270,8 @@ def train(
         )
     except runs.RunError as error:
         _fail(str(error))
-    if joined and _process_index() != 0:  # process 0 reports for all
+    others = joined and _process_index() != 0
+    if others:  # process 0 reports for all
         quiet = True
         warnings.simplefilter("ignore", DamagedCheckpointWarning)
     try:
@@ -291,7 +292,7 @@ def train(
     except runs.RunError as error:
         _fail(str(error))
     except runs.TrainingInterrupted as stop:
-        if not quiet:
+        if not others:
             typer.echo(f"continue with: azx train --out {stop.directory} --resume", err=True)
         raise typer.Exit(130) from None
     except KeyboardInterrupt:
