@@ -7,8 +7,9 @@ The first form checks trained runs (their newest checkpoints). The second trains
 `tic_tac_toe` preset from scratch for each seed (the whole run in one jitted call, no
 evaluations, so faster than `azx train`) and checks the result; `--set` changes a field of
 the preset's `Config` (`--set random_opening_moves=2`), `network.`, `search.` a network or
-search option (`--set network.width=128`), and `iterations`, `search`, `network` those
-fields of the preset (`--set 'search="gumbel"'`): the paired
+search option (`--set network.width=128`), and `iterations`, `search`, `network`,
+`search_options`, `network_options` those fields of the preset (`--set 'search="gumbel"'
+--set 'search_options={"num_simulations": 64}'`): the paired
 runs of benchmarks/notes.md.
 
 Every position reachable from the empty board with the game not over is enumerated, and
@@ -228,7 +229,7 @@ def preset_with(settings: list[str]) -> azx.presets.Preset:
     for setting in settings:
         name, _, text = setting.partition("=")
         value = json.loads(text)
-        if name in ("iterations", "search", "network"):
+        if name in ("iterations", "search", "network", "search_options", "network_options"):
             preset = dataclasses.replace(preset, **{name: value})
         elif name.startswith(("network.", "search.")):
             field = name.partition(".")[0] + "_options"
