@@ -73,6 +73,7 @@ def test_loss_against_closed_form():
         ({"collect_steps": -3}, "collect_steps must be a positive int, got -3"),
         ({"exploration_moves": -1}, "exploration_moves must be None or an int >= 0, got -1"),
         ({"random_opening_moves": -2}, "random_opening_moves must be an int >= 0, got -2"),
+        ({"random_move_probability": 1.5}, r"random_move_probability must be in \[0, 1\], got 1.5"),
         ({"decay_iterations": 0}, "decay_iterations must be a positive int, got 0"),
         ({"num_envs": 8, "batch_size": 12}, r"batch_size \(12\) must be a multiple of num_envs"),
         (
@@ -156,11 +157,12 @@ def test_same_step_trains_2048_single_player_with_chance():
     assert float(trained.mean()) > 2.0 * float(untrained.mean())
 
 
-@pytest.mark.parametrize("opening", [0, 2])
-def test_random_opening_moves_replace_the_first_moves_only(opening):
+@pytest.mark.parametrize(("opening", "probability"), [(0, 0.0), (2, 0.0), (0, 1.0)])
+def test_random_moves_replace_the_search_choice_where_asked(opening, probability):
     # A deterministic search (uniform prior, zero value, temperature 0, no noise): the
     # moves played are its own choices except in the first `opening` moves of each game,
-    # which are random (varied across games, and not always what the search would play).
+    # which are random (varied across games, and not always what the search would play),
+    # and except every move when random moves have probability 1.
     env = azx.envs.make("tic_tac_toe")
     search = azx.search.PUCT(16, temperature=0.0, dirichlet_fraction=0.0)
     config = azx.alphazero.Config(
@@ -170,6 +172,7 @@ def test_random_opening_moves_replace_the_first_moves_only(opening):
         batch_size=32,
         buffer_capacity=32,
         random_opening_moves=opening,
+        random_move_probability=probability,
     )
     trainer = azx.alphazero.AlphaZero(env, search, config)
     net = azx.nets.UniformPolicy(env.num_actions)
@@ -186,7 +189,7 @@ def test_random_opening_moves_replace_the_first_moves_only(opening):
         moved = occupied(state.env_state) & ~occupied(before)
         assert bool(jnp.all(jnp.sum(moved, axis=-1) == 1))  # one legal move per game
         played = np.asarray(jnp.argmax(moved, axis=-1))
-        if move < opening:
+        if move < opening or probability == 1.0:
             assert np.any(played != np.asarray(chosen))
             if move == 0:
                 assert len(set(played.tolist())) > 1

@@ -51,6 +51,11 @@ class Config(eqx.Module):
     instead of the search's choice (the search still runs and its policy target is stored).
     Games then start from varied positions, which exposes the network to positions its own
     play never reaches. 0: off."""
+    random_move_probability: float = 0.0
+    """Every self-play move after the opening is, with this probability, a uniformly random
+    legal move instead of the search's choice (the policy target is still the search's).
+    Games then pass through positions that follow a blunder, which good play never reaches
+    but a good player must answer. 0: off."""
     augment_symmetries: bool = False
     """Transform every training position by one of the game's board symmetries
     ([`azx.envs.AbstractEnv.symmetries`][]), drawn uniformly per position (identity
@@ -64,6 +69,11 @@ class Config(eqx.Module):
             check_positive_int(name, getattr(self, name))
         for name in ("learning_rate", "weight_decay", "max_grad_norm", "value_loss_weight"):
             _non_negative_float(name, getattr(self, name))
+        _non_negative_float("random_move_probability", self.random_move_probability)
+        if self.random_move_probability > 1:
+            raise ValueError(
+                f"random_move_probability must be in [0, 1], got {self.random_move_probability!r}"
+            )
         if self.decay_iterations is not None:
             check_positive_int("decay_iterations", self.decay_iterations)
         check_non_negative_int("exploration_moves", self.exploration_moves, optional=True)

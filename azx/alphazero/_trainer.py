@@ -233,14 +233,19 @@ class AlphaZero(AbstractTrainer[TrainState]):
         if self.config.exploration_moves is not None:
             best = jnp.argmax(out.policy_target, axis=-1).astype(action.dtype)
             action = jnp.where(state.episode_length < self.config.exploration_moves, action, best)
-        if self.config.random_opening_moves:
-            # A stream apart from the other keys, so that runs without openings are unchanged.
+        if self.config.random_opening_moves or self.config.random_move_probability:
+            # Streams apart from the other keys, so that runs without random moves are
+            # unchanged.
             opening_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(reset_keys)
             legal = jax.vmap(env.legal_action_mask)(state.env_state)
             noise = jax.vmap(lambda k: jax.random.uniform(k, legal.shape[1:]))(opening_keys)
             random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(action.dtype)
-            opening = state.episode_length < self.config.random_opening_moves
-            action = jnp.where(opening, random_action, action)
+            random_move = state.episode_length < self.config.random_opening_moves
+            if self.config.random_move_probability:
+                coin_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(reset_keys)
+                coin = jax.vmap(jax.random.uniform)(coin_keys)
+                random_move |= coin < self.config.random_move_probability
+            action = jnp.where(random_move, random_action, action)
 
         mover = jax.vmap(env.current_player)(state.env_state)
         next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
