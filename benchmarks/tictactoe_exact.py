@@ -25,7 +25,6 @@ network sees exactly the observations that self-play gives it.
 import argparse
 import dataclasses
 import functools
-import json
 import time
 from collections.abc import Callable
 
@@ -35,6 +34,8 @@ import jax.numpy as jnp
 import numpy as np
 
 import azx
+
+from . import _settings
 
 
 _LINES = ((0, 1, 2), (3, 4, 5), (6, 7, 8), (0, 3, 6), (1, 4, 7), (2, 5, 8), (0, 4, 8), (2, 4, 6))
@@ -225,20 +226,7 @@ def check_network(net, env: azx.envs.AbstractEnv | None = None) -> Result:
 
 def preset_with(settings: list[str]) -> azx.presets.Preset:
     """The `tic_tac_toe` preset with `FIELD=VALUE` changes (values read as JSON)."""
-    preset = azx.presets.get("tic_tac_toe")
-    for setting in settings:
-        name, _, text = setting.partition("=")
-        value = json.loads(text)
-        if name in ("iterations", "search", "network", "search_options", "network_options"):
-            preset = dataclasses.replace(preset, **{name: value})
-        elif name.startswith(("network.", "search.")):
-            field = name.partition(".")[0] + "_options"
-            options = getattr(preset, field) | {name.partition(".")[2]: value}
-            preset = dataclasses.replace(preset, **{field: options})
-        else:
-            config = dataclasses.replace(preset.config, **{name: value})
-            preset = dataclasses.replace(preset, config=config)
-    return preset
+    return _settings.preset_with("tic_tac_toe", settings)
 
 
 def train_and_check(preset: azx.presets.Preset, seed: int) -> tuple[Result, float]:

@@ -64,6 +64,9 @@ def test_loss_against_closed_form():
     np.testing.assert_allclose(parts.value_error, 1.0 + 0.5, rtol=1e-6)
     np.testing.assert_allclose(parts.loss, np.log(8) + 2.0 * 1.25, rtol=1e-6)
     assert float(parts.count) == 2.0
+    weighted = azx.alphazero.loss(net, batch, value_loss_weight=2.0, policy_loss_weight=3.0)
+    np.testing.assert_allclose(weighted.policy_loss, 3 * (np.log(2) + np.log(4)), rtol=1e-6)
+    np.testing.assert_allclose(weighted.loss, 3 * np.log(8) + 2.0 * 1.25, rtol=1e-6)
 
 
 @pytest.mark.parametrize(
@@ -86,6 +89,10 @@ def test_loss_against_closed_form():
         ),
         ({"learning_rate": -1.0}, "learning_rate must be >= 0, got -1.0"),
         ({"truncation": "cut"}, "truncation must be 'drop' or 'bootstrap', got 'cut'"),
+        ({"root_value_weight": -0.5}, "root_value_weight must be >= 0, got -0.5"),
+        ({"root_value_weight": 2.0}, r"root_value_weight must be in \[0, 1\], got 2.0"),
+        ({"fast_search_simulations": 0}, "fast_search_simulations must be a positive int"),
+        ({"full_search_probability": 0.0}, "full_search_probability must be > 0, got 0"),
     ],
 )
 def test_config_is_validated(kwargs, message):
@@ -245,3 +252,83 @@ def test_symmetry_augmentation_needs_declared_symmetries():
     config = azx.alphazero.Config(num_envs=8, batch_size=16, augment_symmetries=True)
     with pytest.raises(ValueError, match="declares no symmetries"):
         azx.alphazero.AlphaZero(env, azx.search.Gumbel(8), config)
+
+
+def test_fast_search_simulations_must_be_fewer_than_the_search():
+    env = azx.envs.make("tic_tac_toe")
+    config = azx.alphazero.Config(num_envs=8, batch_size=16, fast_search_simulations=8)
+    with pytest.raises(ValueError, match=r"fast_search_simulations \(8\) must be fewer than the "):
+        azx.alphazero.AlphaZero(env, azx.search.Gumbel(8), config)
+
+
+def test_playout_cap_randomisation_mixes_full_and_fast_searches():
+    # Deterministic searches (no Gumbel noise), so each move can be replayed: a move is a
+    # full search for every game (its action played, its policy target stored) or a fast
+    # one for every game (its best move played, no policy target), full about as often as
+    # asked; positions of both kinds get value targets.
+    env = azx.envs.make("tic_tac_toe")
+    full = azx.search.Gumbel(16, gumbel_scale=0.0, max_num_considered_actions=9)
+    fast = azx.search.Gumbel(4, gumbel_scale=0.0, max_num_considered_actions=9)
+    config = azx.alphazero.Config(
+        num_envs=16,
+        collect_steps=1,
+        train_steps=1,
+        batch_size=16,
+        buffer_capacity=16 * 24,
+        fast_search_simulations=4,
+        full_search_probability=0.5,
+    )
+    trainer = azx.alphazero.AlphaZero(env, full, config)
+    net = azx.nets.MLP(env.observation_shape, env.num_actions, width=16, key=jax.random.key(0))
+    state = trainer.init(net, key=jax.random.key(1))
+    self_play = eqx.filter_jit(trainer.self_play)
+
+    @eqx.filter_jit
+    def search(s, states):
+        return s(net, env, s.init(env, 16), states, key=jax.random.key(0))
+
+    kinds = []
+    for move in range(24):
+        before = state.env_state
+        state = self_play(state, jax.random.key(move))
+        stored = state.buffer.experience.policy_target[:, move]
+        if bool(jnp.all(jnp.sum(stored, axis=-1) > 0.99)):
+            kinds.append("full")
+            reference = search(full, before)
+            np.testing.assert_allclose(stored, reference.policy_target, atol=1e-6)
+            expected_action = reference.action
+        else:
+            np.testing.assert_array_equal(np.asarray(stored), 0.0)
+            kinds.append("fast")
+            expected_action = jnp.argmax(search(fast, before).policy_target, axis=-1)
+        after = jax.vmap(env.step)(before, expected_action, jax.random.split(jax.random.key(0), 16))
+        done = jax.vmap(env.terminated)(after)
+        # Games that go on are where the expected move took them.
+        np.testing.assert_array_equal(
+            np.asarray(jax.vmap(env.observation)(after))[~np.asarray(done)],
+            np.asarray(jax.vmap(env.observation)(state.env_state))[~np.asarray(done)],
+        )
+    assert 6 <= kinds.count("full") <= 18, kinds
+    # Value targets are known for the positions of finished games, full or fast.
+    has_target = np.asarray(state.buffer.has_target)
+    with_policy = np.asarray(jnp.sum(state.buffer.experience.policy_target, axis=-1) > 0)
+    assert has_target[with_policy].sum() > 0 and has_target[~with_policy].sum() > 0
+
+
+def test_value_targets_mix_the_root_value_as_asked():
+    trainer, state = tic_tac_toe()
+    state = eqx.filter_jit(trainer.self_play)(state, jax.random.key(0))
+    state = eqx.filter_jit(trainer.self_play)(state, jax.random.key(1))
+    key, first_row = jax.random.key(2), jnp.int32(0)
+    batch = trainer._sample(state.buffer, key, first_row)
+    assert int(jnp.sum(batch.mask)) > 0
+    gap = jnp.where(batch.mask, jnp.abs(batch.value_target - batch.root_value), 0.0)
+    assert float(jnp.max(gap)) > 0.1  # the mix makes a difference
+    for weight in (0.0, 0.3):
+        config = eqx.tree_at(lambda c: c.root_value_weight, trainer.config, weight)
+        mixed = azx.alphazero.AlphaZero(trainer.env, trainer.search, config)
+        _, parts = eqx.filter_jit(mixed._learn)(state, key, first_row)
+        target = (1 - weight) * batch.value_target + weight * batch.root_value
+        mixed_batch = eqx.tree_at(lambda b: b.value_target, batch, target)
+        expected = azx.alphazero.loss(state.net, mixed_batch)
+        np.testing.assert_allclose(parts.value_loss, expected.value_loss, rtol=1e-5)

@@ -190,3 +190,26 @@ def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value):
         expected = jax.vmap(reference)(visits, q, logits, raw_value)
     got = completed_q(raw_value, q, visits, jax.nn.softmax(logits), **constants)
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("target", ["improved", "visits"])
+def test_trainer_stores_the_gumbel_policy_target(target):
+    # One self-play move of the trainer, against mctx's Gumbel search on the same roots:
+    # the buffer holds mctx's action weights (the improved policy), or with
+    # `policy_target="visits"` its visit counts normalised.
+    env = azx.envs.make("tic_tac_toe")
+    net = mlp(env, 3)
+    search = Gumbel(SIMULATIONS, gumbel_scale=0.0, policy_target=target)
+    config = azx.alphazero.Config(
+        num_envs=BATCH, collect_steps=1, train_steps=1, batch_size=BATCH, buffer_capacity=BATCH
+    )
+    trainer = azx.alphazero.AlphaZero(env, search, config)
+    state = trainer.init(net, key=jax.random.key(4))
+    roots = state.env_state
+    state = eqx.filter_jit(trainer.self_play)(state, jax.random.key(5))
+    stored = np.asarray(state.buffer.experience.policy_target[:, 0])
+    _, weights, _, visits = _mctx("gumbel", 1.0, False, net, env, roots, jax.random.key(6))
+    expected = weights if target == "improved" else np.asarray(visits) / SIMULATIONS
+    np.testing.assert_allclose(stored, np.asarray(expected), atol=1e-5)
+    # The comparison tells the two targets apart.
+    assert np.max(np.abs(np.asarray(weights) - np.asarray(visits) / SIMULATIONS)) > 0.05

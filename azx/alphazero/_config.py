@@ -60,6 +60,23 @@ class Config(eqx.Module):
     """Transform every training position by one of the game's board symmetries
     ([`azx.envs.AbstractEnv.symmetries`][]), drawn uniformly per position (identity
     included): more distinct positions for the same self-play. False: off."""
+    root_value_weight: float = 0.0
+    """Value targets mix the game's outcome with the search's root value:
+    `(1 - w) * outcome + w * root_value`. The root value is less noisy than one game's
+    outcome but biased by the network that searched; 0 trains on outcomes only (the
+    AlphaZero target), 1 on root values only."""
+    fast_search_simulations: int | None = None
+    """Playout-cap randomisation (Wu, 2019, KataGo): each self-play move is, with
+    probability `full_search_probability`, a full search (the search's own
+    `num_simulations`, its policy target trained on) and otherwise a fast search with this
+    many simulations that plays the best move it finds and gives no policy target (its
+    position still trains the value). Fewer simulations per move for the same number of
+    policy targets: more games, hence more value targets, per CPU-minute. The choice is
+    made per move for all games at once, so that one search runs. `None`: every move a
+    full search."""
+    full_search_probability: float = 0.25
+    """With `fast_search_simulations` set: the probability that a move's search is a full
+    one."""
     truncation: str = "drop"
     """What truncated episodes give the buffer: `"drop"` or `"bootstrap"` (see
     [`azx.buffer.ReplayBuffer`][])."""
@@ -69,11 +86,17 @@ class Config(eqx.Module):
             check_positive_int(name, getattr(self, name))
         for name in ("learning_rate", "weight_decay", "max_grad_norm", "value_loss_weight"):
             _non_negative_float(name, getattr(self, name))
-        _non_negative_float("random_move_probability", self.random_move_probability)
-        if self.random_move_probability > 1:
+        for name in ("random_move_probability", "root_value_weight", "full_search_probability"):
+            value = getattr(self, name)
+            _non_negative_float(name, value)
+            if value > 1:
+                raise ValueError(f"{name} must be in [0, 1], got {value!r}")
+        if self.full_search_probability == 0:
             raise ValueError(
-                f"random_move_probability must be in [0, 1], got {self.random_move_probability!r}"
+                "full_search_probability must be > 0, got 0: no move would give a policy target"
             )
+        if self.fast_search_simulations is not None:
+            check_positive_int("fast_search_simulations", self.fast_search_simulations)
         if self.decay_iterations is not None:
             check_positive_int("decay_iterations", self.decay_iterations)
         check_non_negative_int("exploration_moves", self.exploration_moves, optional=True)

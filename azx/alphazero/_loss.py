@@ -20,7 +20,13 @@ class LossMetrics(eqx.Module):
     """Number of valid positions."""
 
 
-def loss(net, batch: Batch, *, value_loss_weight: float = 1.0) -> LossMetrics:
+def loss(
+    net,
+    batch: Batch,
+    *,
+    value_loss_weight: float = 1.0,
+    policy_loss_weight: float | Float[Array, ""] = 1.0,
+) -> LossMetrics:
     """AlphaZero loss summed over the valid positions of `batch`.
 
     Policy: cross-entropy of the network's policy (restricted to legal actions) against
@@ -33,12 +39,17 @@ def loss(net, batch: Batch, *, value_loss_weight: float = 1.0) -> LossMetrics:
     - `net`: network mapping ONE observation to `(logits, value)`.
     - `batch`: a [`azx.buffer.Batch`][]; rows with `mask == False` contribute nothing.
     - `value_loss_weight`: weight of the value term in `loss`.
+    - `policy_loss_weight`: weight of the policy term in `loss` and `policy_loss` (the
+      learner sets it when only some positions have a policy target, so that the policy
+      term is a mean over those).
     """
     logits, value = jax.vmap(net)(batch.observation)
     logits = jnp.where(batch.legal_action_mask, logits, ILLEGAL_LOGIT)
     log_policy = jax.nn.log_softmax(logits, axis=-1)
     weight = batch.mask.astype(jnp.float32)
     policy_loss = -jnp.sum(batch.policy_target * log_policy, axis=-1)
+    if not (isinstance(policy_loss_weight, float) and policy_loss_weight == 1.0):
+        policy_loss = policy_loss_weight * policy_loss
     entropy = -jnp.sum(jnp.exp(log_policy) * log_policy, axis=-1)
     error = value - batch.value_target
     value_loss = jnp.square(error)

@@ -17,6 +17,10 @@ from ._config import Config
 from ._loss import loss
 
 
+# `fold_in` index for draws shared by all rows of a move: row keys use 0 .. num_envs - 1.
+_MOVE_STREAM = 2**31 - 1
+
+
 class Metrics(eqx.Module):
     """What the last `step` measured. Means are over all games / positions (all shards)."""
 
@@ -148,6 +152,12 @@ class AlphaZero(AbstractTrainer[TrainState]):
                 "augment_symmetries=True, but the environment declares no symmetries "
                 "(AbstractEnv.symmetries() is empty)"
             )
+        fast = config.fast_search_simulations
+        if fast is not None and fast >= search.num_simulations:
+            raise ValueError(
+                f"fast_search_simulations ({fast}) must be fewer than the search's "
+                f"num_simulations ({search.num_simulations})"
+            )
         self.env = env
         self.search = search
         self.config = config
@@ -228,11 +238,17 @@ class AlphaZero(AbstractTrainer[TrainState]):
         env, rows = self.env, state.episode_return.shape[0]
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(row_keys(key, first_row, rows))
         search_keys, step_keys, reset_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-        out = self.search(state.net, env, state.tree, state.env_state, key=search_keys)
+        out, full_search = self._search(state, key, search_keys)
         action = out.action
+        best = jnp.argmax(out.policy_target, axis=-1).astype(action.dtype)
         if self.config.exploration_moves is not None:
-            best = jnp.argmax(out.policy_target, axis=-1).astype(action.dtype)
             action = jnp.where(state.episode_length < self.config.exploration_moves, action, best)
+        policy_target = out.policy_target
+        if full_search is not None:
+            # A fast search plays its best move and gives no policy target (an all-zero
+            # target adds nothing to the policy loss); its position still trains the value.
+            action = jnp.where(full_search, action, best)
+            policy_target = jnp.where(full_search, policy_target, 0.0)
         if self.config.random_opening_moves or self.config.random_move_probability:
             # Streams apart from the other keys, so that runs without random moves are
             # unchanged.
@@ -256,7 +272,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
         experience = Experience(
             observation=jax.vmap(env.observation)(state.env_state),
             legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
-            policy_target=out.policy_target,
+            policy_target=policy_target,
             reward=reward,
             discount=jnp.where(same_mover, gamma, -gamma).astype(jnp.float32),
             root_value=out.root_value,
@@ -288,6 +304,24 @@ class AlphaZero(AbstractTrainer[TrainState]):
             ),
         )
         return state, finished
+
+    def _search(self, state: TrainState, key: PRNGKey, search_keys):
+        """The move's search over all rows, and with playout-cap randomisation whether it
+        was the full one (`None` without)."""
+        env, config = self.env, self.config
+
+        def search_with(search):
+            return lambda: search(state.net, env, state.tree, state.env_state, key=search_keys)
+
+        if config.fast_search_simulations is None:
+            return search_with(self.search)(), None
+        # One draw per move from the move's key, the same on every shard (an index that no
+        # row's key uses); a `cond` then runs only the chosen search.
+        coin_key = jax.random.fold_in(key, _MOVE_STREAM)
+        full_search = jax.random.uniform(coin_key) < config.full_search_probability
+        fast = self.search.with_num_simulations(config.fast_search_simulations)
+        out = jax.lax.cond(full_search, search_with(self.search), search_with(fast))
+        return out, full_search
 
     def _sample(self, buffer: BufferState, key: PRNGKey, first_row) -> Batch:
         # Stratified by game row: every row gives `batch_size // num_envs` positions drawn
@@ -334,10 +368,22 @@ class AlphaZero(AbstractTrainer[TrainState]):
         if self.config.augment_symmetries:
             # Its own key stream, so that runs without augmentation are unchanged.
             batch = self._augment(batch, jax.random.fold_in(key, 1), first_row)
-        weight = self.config.value_loss_weight
+        config = self.config
+        if config.root_value_weight:
+            mix = config.root_value_weight
+            value_target = (1 - mix) * batch.value_target + mix * batch.root_value
+            batch = eqx.tree_at(lambda b: b.value_target, batch, value_target)
+        options = dict(value_loss_weight=config.value_loss_weight)
+        if config.fast_search_simulations is not None:
+            # Only full searches gave policy targets: the policy term is a mean over those
+            # positions, the value term over all of them.
+            has_target = batch.mask & (jnp.sum(batch.policy_target, axis=-1) > 0)
+            with_target = self.sum_over_shards(jnp.sum(has_target, dtype=jnp.float32))
+            everything = self.sum_over_shards(jnp.sum(batch.mask, dtype=jnp.float32))
+            options["policy_loss_weight"] = everything / jnp.maximum(with_target, 1.0)
 
         def objective(params):
-            parts = loss(eqx.combine(params, state.net_static), batch, value_loss_weight=weight)
+            parts = loss(eqx.combine(params, state.net_static), batch, **options)
             return parts.loss, parts
 
         grads, parts = jax.grad(objective, has_aux=True)(state.params)

@@ -1,10 +1,12 @@
 import abc
+import copy
 from typing import Any
 
 import equinox as eqx
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._types import EnvState, PRNGKey, PRNGKeys
+from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ._model import PolicyValueNet
 
@@ -65,3 +67,24 @@ class AbstractSearch(eqx.Module):
         done: Bool[Array, " batch"],
     ) -> PyTree[Any]:
         """Tree for the next move: keep the subtree under `action`, or reset where `done`."""
+
+    def with_num_simulations(self, num_simulations: int) -> "AbstractSearch":
+        """The same search with fewer simulations, working on the same trees (what
+        playout-cap randomisation's fast searches use; see
+        [`azx.alphazero.Config.fast_search_simulations`][]).
+
+        **Raises:** `ValueError` unless `1 <= num_simulations <= self.num_simulations`:
+        the trees are sized for this search's simulations.
+        """
+        check_positive_int("num_simulations", num_simulations)
+        if num_simulations > self.num_simulations:
+            raise ValueError(
+                f"num_simulations ({num_simulations}) must be at most this search's "
+                f"num_simulations ({self.num_simulations}): its trees are sized for those"
+            )
+        # Every other field (tree capacity included) stays, so both searches take the
+        # same trees; the field is static and set after construction, like a dataclass
+        # `replace` that skips the subclass's `__init__` (whose defaults derive from it).
+        faster = copy.copy(self)
+        object.__setattr__(faster, "num_simulations", num_simulations)
+        return faster

@@ -302,7 +302,8 @@ class PUCT(AbstractNativeSearch):
 class Gumbel(AbstractNativeSearch):
     """Gumbel MuZero search (Danihelka et al., 2022): Gumbel-top-k and sequential halving at
     the root, deterministic improved-policy selection below it, and policy targets
-    `softmax(logits + sigma(completed_q))`.
+    `softmax(logits + sigma(completed_q))` (or the normalised visit counts, with
+    `policy_target="visits"`).
 
     The action is the candidate that survives sequential halving (the best
     `gumbel + logits + sigma(completed_q)` among the most visited); the root value is the
@@ -328,6 +329,7 @@ class Gumbel(AbstractNativeSearch):
     kernels: Kernels = eqx.field(static=True)
     stored_leaves: str = eqx.field(static=True)
     reorder_rounds: bool = eqx.field(static=True)
+    policy_target: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -347,6 +349,7 @@ class Gumbel(AbstractNativeSearch):
         kernels: Kernels = "auto",
         stored_leaves: str = "read",
         reorder_rounds: bool = True,
+        policy_target: str = "improved",
     ):
         """**Arguments:**
 
@@ -368,6 +371,11 @@ class Gumbel(AbstractNativeSearch):
           end with the same visits, Q, action and target as in mctx's order, and the root
           value to rounding; `False` keeps mctx's order in every round. Either way the
           order is kept with `q_normalisation="tree"` or when the tree may fill up.
+        - `policy_target`: `"improved"`, the improved policy `softmax(logits +
+          sigma(completed_q))` of the paper, which rates every legal move by its searched
+          (or estimated) value; or `"visits"`, the root's visit counts of this search
+          normalised, AlphaZero's target (with few simulations, mostly the candidates of
+          the Gumbel draw, in proportions set by the halving schedule).
         """
         _check_common(
             num_simulations, max_depth, capacity, gamma, q_normalisation, kernels, stored_leaves
@@ -376,6 +384,7 @@ class Gumbel(AbstractNativeSearch):
         check_float("gumbel_scale", gumbel_scale, low=0.0)
         check_float("value_scale", value_scale, low=0.0, low_open=True)
         check_float("maxvisit_init", maxvisit_init, low=0.0)
+        check_choice("policy_target", policy_target, ("improved", "visits"))
         self.num_simulations = num_simulations
         self.max_depth = max_depth
         self.capacity = _default_capacity(num_simulations, capacity, reuse_tree)
@@ -391,6 +400,7 @@ class Gumbel(AbstractNativeSearch):
         self.kernels = kernels
         self.stored_leaves = stored_leaves
         self.reorder_rounds = bool(reorder_rounds)
+        self.policy_target = policy_target
 
     def _options(self) -> dict:
         return dict(
@@ -448,7 +458,12 @@ class Gumbel(AbstractNativeSearch):
         completed = completed_q(root_node(tree, tree_range), **self._options())[0]
         most_visits = jnp.max(search_visits, axis=-1)
         action = halving_choice(most_visits, search_visits, gumbel, logits, completed, legal)
-        policy_target = jax.nn.softmax(jnp.where(legal, logits + completed, ILLEGAL_LOGIT), axis=-1)
+        if self.policy_target == "improved":
+            improved = jnp.where(legal, logits + completed, ILLEGAL_LOGIT)
+            policy_target = jax.nn.softmax(improved, axis=-1)
+        else:
+            visits = search_visits.astype(jnp.float32)
+            policy_target = visits / jnp.maximum(jnp.sum(visits, axis=-1, keepdims=True), 1.0)
         return SearchOutput(
             action=action, policy_target=policy_target, root_value=tree.value[:, 0], tree=tree
         )

@@ -1,0 +1,29 @@
+"""`FIELD=VALUE` changes to a preset, for the paired runs of the benchmarks."""
+
+import dataclasses
+import json
+
+import azx
+
+
+def preset_with(name: str, settings: list[str]) -> azx.presets.Preset:
+    """The preset `name` with `FIELD=VALUE` changes (values read as JSON): a field of its
+    `Config` (`random_opening_moves=2`), `network.X` / `search.X` an option of its network
+    or search (`search.policy_target="visits"`), or one of the preset's own fields
+    `iterations`, `search`, `network`, `search_options`, `network_options`."""
+    preset = azx.presets.get(name)
+    for setting in settings:
+        field, equals, text = setting.partition("=")
+        if not equals:
+            raise SystemExit(f"--set takes FIELD=VALUE, got {setting!r}")
+        value = json.loads(text)
+        if field in ("iterations", "search", "network", "search_options", "network_options"):
+            preset = dataclasses.replace(preset, **{field: value})
+        elif field.startswith(("network.", "search.")):
+            options_field = field.partition(".")[0] + "_options"
+            options = getattr(preset, options_field) | {field.partition(".")[2]: value}
+            preset = dataclasses.replace(preset, **{options_field: options})
+        else:
+            config = dataclasses.replace(preset.config, **{field: value})
+            preset = dataclasses.replace(preset, config=config)
+    return preset
