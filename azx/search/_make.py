@@ -22,9 +22,8 @@ def make(algo: str, num_simulations: int, *, backend: str = "native", **options)
     - `backend`: `"native"` ([`azx.search.PUCT`][], [`azx.search.Gumbel`][]) or `"mctx"`
       ([`azx.search.MctxPUCT`][], [`azx.search.MctxGumbel`][]).
     - `**options`: the chosen class's keyword arguments. `capacity`, `reuse_tree`,
-      `kernels` and `stored_leaves` (and Gumbel's `reorder_rounds` and `policy_target`) exist only
-      natively
-      (mctx rebuilds its tree every search).
+      `kernels` and `stored_leaves` (and Gumbel's `reorder_rounds` and `policy_target`)
+      exist only natively (mctx rebuilds its tree every search).
 
     **Raises:** `ValueError` for an unknown name or an option the chosen search lacks.
     """
