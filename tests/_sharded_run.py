@@ -1,6 +1,7 @@
 """Run in a subprocess: 1 device vs a 4-device CPU mesh must train identically, for
 AlphaZero and for PPO (feed-forward and recurrent)."""
 
+import dataclasses
 import os
 
 
@@ -76,7 +77,17 @@ def main():
         assert "must divide the environments on each device (2)" in str(error), error
     else:
         raise AssertionError("4 minibatches of 2 recurrent rows per device were accepted")
+    # With playout-cap randomisation and root values in the value targets: every shard
+    # must draw the same full-or-fast coin per move, and the policy term's count of
+    # positions with a target is summed over the shards.
     trainer, state = tic_tac_toe(num_envs=8)
+    config = dataclasses.replace(
+        trainer.config,
+        fast_search_simulations=4,
+        full_search_probability=0.5,
+        root_value_weight=0.5,
+    )
+    trainer = azx.alphazero.AlphaZero(trainer.env, trainer.search, config)
     keys = jax.random.split(jax.random.key(11), 3)
 
     single = state
@@ -105,6 +116,10 @@ def main():
     assert int(single.metrics.updates_applied) > 0
     np.testing.assert_allclose(single.metrics.loss, sharded.metrics.loss, rtol=1e-5)
     assert int(single.metrics.episodes) == int(sharded.metrics.episodes)
+    # Each of the 12 moves was a full search in every game or a fast one in every game,
+    # and both kinds ran.
+    with_target = np.sum(experience_1.policy_target[:, :12], axis=-1) > 0
+    assert np.all(with_target == with_target[:1]) and 0 < with_target[0].mean() < 1
 
     bad_trainer, _ = tic_tac_toe(num_envs=6)
     try:
