@@ -1,9 +1,14 @@
-"""Test configuration: strict JAX numerics everywhere.
+"""Test configuration: strict JAX numerics everywhere, and one XLA compilation cache for
+the whole run.
 
 Runtime shape/dtype checking of every azx function and Module (jaxtyping + beartype) is
 switched on by `--jaxtyping-packages` in pyproject's pytest addopts; warnings are errors
 through pyproject's `filterwarnings`.
 """
+
+import os
+import shutil
+import tempfile
 
 import jax
 import pytest
@@ -14,6 +19,38 @@ from _cli import train_small_run
 # arrays of different rank: both hide shape bugs in batched code.
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+
+_CACHE = "JAX_COMPILATION_CACHE_DIR"
+
+
+def pytest_configure(config):
+    # Many tests compile the same programs (the small tic-tac-toe trainer, `azx train` on
+    # the default preset, in this process or in subprocesses). A persistent compilation
+    # cache shared by the run's processes compiles each once: the controller makes the
+    # directory before xdist starts its workers, which inherit the environment, as do the
+    # subprocesses that tests start. A directory the caller chose is left alone.
+    if _CACHE not in os.environ:
+        os.environ[_CACHE] = tempfile.mkdtemp(prefix="azx-tests-xla-")
+        config._azx_made_cache = os.environ[_CACHE]
+    # With a size limit, JAX locks each entry while it writes or reads it (filelock):
+    # without one, a process can read an entry that another is still writing and crash.
+    os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 * 2**30))
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+    jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE])
+    jax.config.update(
+        "jax_compilation_cache_max_size", int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"])
+    )
+    jax.config.update(
+        "jax_persistent_cache_min_compile_time_secs",
+        float(os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"]),
+    )
+
+
+def pytest_unconfigure(config):
+    made = getattr(config, "_azx_made_cache", None)
+    if made is not None:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

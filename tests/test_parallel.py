@@ -36,11 +36,10 @@ def _free_port() -> int:
 
 
 def _start(role: str, directory: pathlib.Path, *args: str) -> subprocess.Popen:
-    # A compilation cache shared by the runs: the resuming pair compiles nothing that the
-    # first pair did not, which keeps the test at about a minute on two cores.
+    # The test run's compilation cache (tests/conftest.py), keeping every compile: the
+    # resuming pair compiles nothing that the first pair did not.
     env = dict(
         os.environ,
-        JAX_COMPILATION_CACHE_DIR=str(directory / "compilation_cache"),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
         JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
     )
@@ -111,7 +110,6 @@ def _azx(directory: pathlib.Path, devices: int, *args, log: str, stall: int | No
     env = dict(
         os.environ,
         XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}",
-        JAX_COMPILATION_CACHE_DIR=str(directory / "compilation_cache"),
         JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0",
         JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES="0",
     )

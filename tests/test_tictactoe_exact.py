@@ -1,7 +1,6 @@
 """The exact tic-tac-toe checker (benchmarks/tictactoe_exact.py) against independent facts:
 known counts and values, the solver's tables, perfect and random players."""
 
-import importlib.util
 import pathlib
 import sys
 
@@ -12,12 +11,9 @@ import numpy as np
 import azx
 
 
-# By file path: `pytest` puts tests/ on the path, not the repository root with benchmarks/.
-_PATH = pathlib.Path(__file__).parents[1] / "benchmarks" / "tictactoe_exact.py"
-_SPEC = importlib.util.spec_from_file_location("tictactoe_exact", _PATH)
-exact = importlib.util.module_from_spec(_SPEC)
-sys.modules[_SPEC.name] = exact  # dataclasses look their module up there
-_SPEC.loader.exec_module(exact)
+# `pytest` puts tests/ on the path, not the repository root with the benchmarks package.
+sys.path.append(str(pathlib.Path(__file__).parents[1]))
+from benchmarks import tictactoe_exact as exact  # noqa: E402
 
 
 def _row(positions, moves):
