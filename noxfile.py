@@ -9,7 +9,10 @@ nox.options.sessions = ["lint", "tests"]
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """The test suite, with runtime shape checking (see pyproject's pytest addopts)."""
+    """The test suite, with runtime shape checking (see pyproject's pytest addopts).
+
+    `nox -s tests -- -n 2 -m slow` runs the slow tier (several processes, learning runs).
+    """
     session.install("-e", ".[dev]")
     session.run("pytest", *(session.posargs or ["-n", "2"]))
 

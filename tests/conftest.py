@@ -37,6 +37,14 @@ def pytest_configure(config):
     # without one, a process can read an entry that another is still writing and crash.
     os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(8 * 2**30))
     os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.3")
+    # The tests run small programs once, so compiling them costs more than running them:
+    # XLA's backend optimisations off (LLVM at level 0, its expensive passes skipped)
+    # halves the compile time of a search test. The computations are the same HLO; the
+    # benchmarks and `azx train` compile with everything on.
+    os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+    jax.config.update(
+        "jax_disable_most_optimizations", os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "1"
+    )
     jax.config.update("jax_compilation_cache_dir", os.environ[_CACHE])
     jax.config.update(
         "jax_compilation_cache_max_size", int(os.environ["JAX_COMPILATION_CACHE_MAX_SIZE"])

@@ -106,6 +106,7 @@ def test_more_than_two_players_is_rejected():
         azx.alphazero.AlphaZero(env, azx.search.Gumbel(4))
 
 
+@pytest.mark.slow
 def test_tic_tac_toe_preset_learns_to_beat_random_play():
     """The raw network (argmax of its policy, no search) after the tic_tac_toe preset's
     training run, against a uniformly random player: 500 games as each colour."""
@@ -128,6 +129,7 @@ def test_tic_tac_toe_preset_learns_to_beat_random_play():
     assert losses_second <= 10  # at most 2% of 500 as second player
 
 
+@pytest.mark.slow
 def test_same_step_trains_2048_single_player_with_chance():
     """pgx 2048: one player, intermediate rewards, random tiles. The greedy network's
     returns after a short run against a uniformly random policy and the untrained

@@ -37,6 +37,7 @@ def _leaves(state):
     ]
 
 
+@pytest.mark.slow
 def test_resume_in_a_fresh_process_is_bit_identical(tmp_path):
     straight, resumed = tmp_path / "straight", tmp_path / "resumed"
     _run("train", straight, 0, 4)

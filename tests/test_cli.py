@@ -142,6 +142,7 @@ def test_the_installed_command_exits_2_without_traceback():
     ]
 
 
+@pytest.mark.slow
 def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
     out = tmp_path / "interrupted"
     command = [sys.executable, "-m", "azx.cli", "train", "--out", str(out), "--quiet"]

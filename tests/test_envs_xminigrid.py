@@ -99,6 +99,13 @@ def _reference_flags(timestep):
     return float(timestep.reward), last and discount == 0.0, last and discount == 1.0
 
 
+def _close(flags):
+    """`flags` with the reward compared to a float32 rounding: xminigrid's jitted step and
+    the adapter's compile the reward's arithmetic into different programs."""
+    reward, *rest = flags
+    return (pytest.approx(reward, rel=1e-6), *rest)
+
+
 def test_declared_sizes_match_states():
     env = _empty()
     assert (env.num_actions, env.num_players, env.max_episode_steps) == (6, 1, 7)
@@ -134,7 +141,7 @@ def test_steps_match_xminigrid(actions):
     states, references = _episode(env, actions)
     limit = env.max_episode_steps
     for t, (state, reference) in enumerate(zip(states[:limit], references, strict=False)):
-        assert _flags(env, state) == _reference_flags(reference), t
+        assert _flags(env, state) == _close(_reference_flags(reference)), t
         np.testing.assert_array_equal(env.observation(state), reference.observation)
     # Past the limit xminigrid would go on; the adapter stays as the episode ended.
     for state in states[limit:]:
@@ -148,7 +155,7 @@ def test_goal_on_the_last_step_is_termination():
     env = _empty()
     states, references = _episode(env, TO_THE_GOAL)
     assert _reference_flags(references[-1]) == (pytest.approx(0.1, rel=1e-6), True, False)
-    assert _flags(env, states[-1]) == _reference_flags(references[-1])
+    assert _flags(env, states[-1]) == _close(_reference_flags(references[-1]))
     # Turning for as long: the limit, with discount 1, which is truncation.
     states, references = _episode(env, [CLOCKWISE] * len(TO_THE_GOAL))
     assert [_flags(env, s) for s in states] == [(0.0, False, False)] * 6 + [(0.0, False, True)]

@@ -10,6 +10,11 @@ import sys
 import time
 
 import numpy as np
+import pytest
+
+
+# Each test starts several JAX processes and trains in each: the slow tier (`-m slow`).
+pytestmark = pytest.mark.slow
 
 
 HERE = pathlib.Path(__file__).parent
