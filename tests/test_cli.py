@@ -234,6 +234,7 @@ def test_import_azx_loads_no_command_line_or_checkpoint_libraries():
     assert azx.checkpoint.Checkpointer and azx.run.train  # still reachable as attributes
 
 
+@pytest.mark.slow
 def test_any_two_player_pgx_game_trains_with_the_generic_setup(tmp_path):
     out = tmp_path / "hex"
     result = _azx(

@@ -346,6 +346,7 @@ def test_train_is_deterministic_and_compiles_once():
 # ----------------------------------------------------------------------------- learning
 
 
+@pytest.mark.slow
 def test_memory_needs_a_recurrent_network():
     """The cue is shown only at the first step: the recurrent network learns to answer it,
     while the feed-forward one stays at chance (1 in 2)."""
