@@ -11,7 +11,8 @@ nox.options.sessions = ["lint", "tests"]
 def tests(session: nox.Session) -> None:
     """The test suite, with runtime shape checking (see pyproject's pytest addopts).
 
-    `nox -s tests -- -n 2 -m slow` runs the slow tier (several processes, learning runs).
+    `nox -s tests -- -n 2 -m slow` runs the slow tier (several processes, learning runs,
+    per-game repeats).
     """
     session.install("-e", ".[dev]")
     session.run("pytest", *(session.posargs or ["-n", "2"]))

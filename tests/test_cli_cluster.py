@@ -107,6 +107,7 @@ def test_a_coordinator_whose_peers_never_join_stops_after_the_join_timeout(tmp_p
     assert "each with its own --process-id (0 to 2)" in line, line
 
 
+@pytest.mark.slow  # starts two JAX processes that join one cluster
 def test_processes_started_with_different_options_are_refused(tmp_path):
     port = _free_port()
     pair = [

@@ -162,7 +162,17 @@ def test_configuration_errors_name_the_bad_value(build, message):
         build()
 
 
-@pytest.mark.parametrize("game", ["connect_four", "othello", "go_9x9", "2048"])
+# The default run checks the largest board state (go) and the chance game; the slow tier
+# adds connect four and othello.
+@pytest.mark.parametrize(
+    "game",
+    [
+        pytest.param("connect_four", marks=pytest.mark.slow),
+        pytest.param("othello", marks=pytest.mark.slow),
+        "go_9x9",
+        "2048",
+    ],
+)
 def test_storing_only_what_a_step_reads_changes_nothing(game):
     """The tree keeps only the state leaves that `step` reads (for pgx: not the observation
     or the rewards). A search over trees that keep every leaf must give the same result."""
