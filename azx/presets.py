@@ -349,6 +349,8 @@ _PRESETS: dict[str, AnyPreset] = {
                 decay_iterations=1000,
                 random_opening_moves=4,
                 augment_symmetries=True,
+                # No root-value targets: with `root_value_weight=0.5` a paired run scored
+                # within the noise of this one at iteration 1000 (benchmarks/notes.md).
             ),
             iterations=1000,
             description="othello, MLP, Gumbel 32 simulations",
