@@ -300,7 +300,6 @@ _PRESETS: dict[str, AnyPreset] = {
                 batch_size=512,
                 buffer_capacity=131072,
                 learning_rate=1e-3,
-                # The learning rate decays over the whole 2800-iteration run.
                 decay_iterations=2800,
                 # Six random moves open every self-play game. Without them the network
                 # never saw positions its own play avoids (an opponent's open three on the
@@ -321,8 +320,7 @@ _PRESETS: dict[str, AnyPreset] = {
             # 25 minutes on the 2-core development CPU, the five evaluations of `azx train`
             # included; then 198 wins in 200 against rollout MCTS(1000) with 1536
             # simulations a move (`azx eval --simulations 1536`), 173 with the training's
-            # 32. The 9000-iteration schedule without root-value targets won 194 with 32,
-            # in 53 minutes.
+            # 32.
             iterations=2800,
             description="connect four, MLP, Gumbel 32 simulations",
             eval_opponents=("greedy", "mcts:200"),
