@@ -1,0 +1,105 @@
+"""Checkpoints against each other: is a later network stronger than an earlier one?
+
+    python -m benchmarks.checkpoints runs/othello-seed0@500 runs/othello-seed0@1000 \
+        [other-run@1000 ...] [--agent network] [--games 200] [--opening-plies 4]
+
+Every pair of the listed checkpoints (`RUN_DIR@ITERATION`, or `RUN_DIR` for its newest)
+plays `--games` games, half with each colour, and Elo ratings come from all the results
+(the first checkpoint rated 0). An evaluation against one fixed opponent can miss
+progress (or invent it) when strengths are not transitive; the checkpoints' own games
+say directly whether training made the agent better.
+
+The agents play greedily, so two of them would repeat one game per colour: the first
+`--opening-plies` plies of every game are uniformly random legal moves, for varied games
+(the agents' searches still follow those moves, as they follow an opponent's).
+"""
+
+import argparse
+import itertools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int, PyTree
+
+import azx
+from azx.arena import AbstractAgent
+
+
+class RandomOpening(AbstractAgent):
+    """`inner`, except that the first `plies` plies of each game are random legal moves."""
+
+    inner: AbstractAgent
+    plies: int = eqx.field(static=True)
+
+    def init(self, env, batch_size: int) -> PyTree:
+        return self.inner.init(env, batch_size), jnp.zeros(batch_size, jnp.int32)
+
+    def __call__(self, env, agent_state, env_state, *, key) -> tuple[Int[Array, " batch"], PyTree]:
+        inner_state, plies = agent_state
+        inner_key, random_key = jax.random.split(key)
+        action, inner_state = self.inner(env, inner_state, env_state, key=inner_key)
+        legal = jax.vmap(env.legal_action_mask)(env_state)
+        noise = jax.random.uniform(random_key, legal.shape)
+        random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(jnp.int32)
+        action = jnp.where(plies < self.plies, random_action, action).astype(jnp.int32)
+        return action, (inner_state, plies)
+
+    def observe(self, agent_state, action, done: Bool[Array, " batch"]) -> PyTree:
+        inner_state, plies = agent_state
+        inner_state = self.inner.observe(inner_state, action, done)
+        return inner_state, jnp.where(done, 0, plies + 1)
+
+
+def load(spec: str) -> tuple[str, azx.run.Run]:
+    directory, at, step = spec.partition("@")
+    if at and not step.isdigit():
+        raise SystemExit(f"a checkpoint is RUN_DIR or RUN_DIR@ITERATION, got {spec!r}")
+    run = azx.load_run(directory, step=int(step) if at else None)
+    return f"{directory}@{run.iteration}", run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("checkpoints", nargs="+", metavar="RUN_DIR[@ITERATION]")
+    parser.add_argument("--agent", choices=("search", "network"), default="search")
+    parser.add_argument("--games", type=int, default=200)
+    parser.add_argument("--opening-plies", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    if len(args.checkpoints) < 2:
+        parser.error("give at least two checkpoints")
+    if args.games < 2 or args.games % 2:
+        parser.error(f"--games must be even and at least 2, got {args.games}")
+    if args.opening_plies < 0:
+        parser.error(f"--opening-plies must be >= 0, got {args.opening_plies}")
+    runs = dict(load(spec) for spec in args.checkpoints)
+    env = next(iter(runs.values())).env
+    agents = {
+        name: RandomOpening(run.agent(args.agent), args.opening_plies) for name, run in runs.items()
+    }
+    results = {}
+    for index, (a, b) in enumerate(itertools.combinations(agents, 2)):
+        match = eqx.filter_jit(azx.arena.play_match)
+        result = match(
+            env,
+            agents[a],
+            agents[b],
+            num_games=args.games,
+            key=jax.random.fold_in(jax.random.key(args.seed), index),
+        )
+        results[a, b] = result.counts
+        low, high = result.score_interval()
+        print(
+            f"{a} vs {b} ({args.agent}): {result.wins}/{result.draws}/{result.losses}, "
+            f"score {result.score:.3f} [{low:.3f}, {high:.3f}]",
+            flush=True,
+        )
+    if len(agents) > 2:
+        ratings = azx.arena.elo_ratings(results, anchor=next(iter(agents)))
+        for name, (rating, low, high) in sorted(ratings.items(), key=lambda item: -item[1][0]):
+            print(f"Elo {name}: {rating:+.0f} [{low:+.0f}, {high:+.0f}]")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,47 @@
+"""The wrapper agents of benchmarks/checkpoints.py and benchmarks/handover.py, against
+the exact tic-tac-toe solver: who plays which plies shows in whether a game can be lost."""
+
+import pathlib
+import sys
+
+import equinox as eqx
+import jax
+import pytest
+
+import azx
+
+
+# `pytest` puts tests/ on the path, not the repository root with the benchmarks package.
+sys.path.append(str(pathlib.Path(__file__).parents[1]))
+from benchmarks.checkpoints import RandomOpening  # noqa: E402
+from benchmarks.handover import Handover  # noqa: E402
+
+
+GAMES = 200
+
+
+@pytest.fixture(scope="module")
+def env():
+    return azx.envs.make("tic_tac_toe")
+
+
+def _losses(env, agent, opponent) -> int:
+    match = eqx.filter_jit(azx.arena.play_match)
+    return match(env, agent, opponent, num_games=GAMES, key=jax.random.key(0)).losses
+
+
+def test_random_opening_plays_random_plies_then_the_agent(env):
+    solver, random = azx.arena.TicTacToeSolver(), azx.arena.RandomAgent()
+    # No random plies: the solver never loses. Every ply random: the side is a random
+    # player, which loses some of 200 games against a random player.
+    assert _losses(env, RandomOpening(solver, 0), random) == 0
+    assert _losses(env, RandomOpening(solver, 9), random) > 0
+
+
+def test_handover_passes_the_game_from_early_to_late(env):
+    solver, random = azx.arena.TicTacToeSolver(), azx.arena.RandomAgent()
+    # Whoever plays every move of the side decides: 0 plies is `late` alone, 9 `early`.
+    assert _losses(env, Handover(random, solver, 0), random) == 0
+    assert _losses(env, Handover(solver, random, 9), random) == 0
+    assert _losses(env, Handover(solver, random, 0), random) > 0
+    assert _losses(env, Handover(random, solver, 9), random) > 0
