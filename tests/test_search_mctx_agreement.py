@@ -132,7 +132,11 @@ def test_two_player_games_agree_with_mctx(algo, game):
 @pytest.mark.parametrize("algo", ["puct", "gumbel"])
 def test_single_player_game_with_rewards_and_discount_agrees_with_mctx(algo):
     env = RewardChain()
-    net = mlp(env, seed=2, bounded_value=False)
+    # A network with no near-tie in these searches: with seed 2, two PUCT scores deep in
+    # one tree came within mctx's 1e-7 tie-breaking noise on one CPU model (root visits
+    # equal, root value 1.136 against 1.148), and a 1e-6 change of the weights made the
+    # trees equal again.
+    net = mlp(env, seed=3, bounded_value=False)
     # PUCT uses MuZero's tree-wide min/max normalisation here, the natural choice for a
     # single-player game whose returns have no known range.
     for seed in range(3):
