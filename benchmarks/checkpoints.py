@@ -79,8 +79,10 @@ def main() -> None:
         name: RandomOpening(run.agent(args.agent), args.opening_plies) for name, run in runs.items()
     }
     results = {}
+    # One jitted function for all pairs: checkpoints of the same setup differ only in
+    # their weights (traced), so the match compiles once.
+    match = eqx.filter_jit(azx.arena.play_match)
     for index, (a, b) in enumerate(itertools.combinations(agents, 2)):
-        match = eqx.filter_jit(azx.arena.play_match)
         result = match(
             env,
             agents[a],

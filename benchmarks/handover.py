@@ -74,12 +74,12 @@ def main() -> None:
     name, run = load(args.run)
     agent = run.agent(args.agent)
     opponent = azx.arena.opponent(args.opponent, run.env)
+    match = eqx.filter_jit(azx.arena.play_match)
     for n in args.plies:
         if args.late:
             player, what = Handover(agent, opponent, n), f"{args.agent} for {n} plies, then"
         else:
             player, what = Handover(opponent, agent, n), f"{args.opponent} for {n} plies, then"
-        match = eqx.filter_jit(azx.arena.play_match)
         result = match(
             run.env, player, opponent, num_games=args.games, key=jax.random.key(args.seed)
         )

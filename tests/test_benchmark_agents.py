@@ -25,9 +25,11 @@ def env():
     return azx.envs.make("tic_tac_toe")
 
 
+_match = eqx.filter_jit(azx.arena.play_match)
+
+
 def _losses(env, agent, opponent) -> int:
-    match = eqx.filter_jit(azx.arena.play_match)
-    return match(env, agent, opponent, num_games=GAMES, key=jax.random.key(0)).losses
+    return _match(env, agent, opponent, num_games=GAMES, key=jax.random.key(0)).losses
 
 
 def test_random_opening_plays_random_plies_then_the_agent(env):
