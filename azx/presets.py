@@ -38,6 +38,8 @@ class Preset:
     iterations: int
     """Training iterations (`step` calls) of a full run."""
     description: str = ""
+    env_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Keyword arguments for [`azx.envs.make`][] (e.g. `observe_legal_moves`)."""
     eval_opponents: tuple[str, ...] = ("random", "greedy")
     """Opponents `azx train` evaluates against (specs for [`azx.arena.opponent`][])."""
     eval_agents: tuple[str, ...] = ("search",)
@@ -59,7 +61,7 @@ class Preset:
             raise ValueError(f"eval_agents must be 'search' and/or 'network', got {sorted(bad)}")
 
     def make_env(self) -> envs.AbstractEnv:
-        return envs.make(self.env)
+        return envs.make(self.env, **self.env_options)
 
     def make_network(self, env: envs.AbstractEnv, *, key) -> Any:
         options = dict(self.network_options)
@@ -181,7 +183,7 @@ class PPOPreset:
 _TYPES = {
     "alphazero": {
         "str": ("name", "env", "network", "search", "description"),
-        "dict": ("network_options", "search_options"),
+        "dict": ("env_options", "network_options", "search_options"),
         "strings": ("eval_opponents", "eval_agents"),
     },
     "ppo": {

@@ -24,21 +24,28 @@ from jaxtyping import Array, Bool, Int, PyTree
 
 import azx
 from azx.arena import AbstractAgent
+from azx.envs import AbstractEnv
 
 
 class RandomOpening(AbstractAgent):
-    """`inner`, except that the first `plies` plies of each game are random legal moves."""
+    """`inner`, except that the first `plies` plies of each game are random legal moves.
+
+    `inner` sees the game through `env`, its own run's environment: checkpoints of runs
+    that observe the same game differently (`observe_legal_moves`) play each other, the
+    match stepping the one game state that all of them wrap.
+    """
 
     inner: AbstractAgent
     plies: int = eqx.field(static=True)
+    env: AbstractEnv
 
     def init(self, env, batch_size: int) -> PyTree:
-        return self.inner.init(env, batch_size), jnp.zeros(batch_size, jnp.int32)
+        return self.inner.init(self.env, batch_size), jnp.zeros(batch_size, jnp.int32)
 
     def __call__(self, env, agent_state, env_state, *, key) -> tuple[Int[Array, " batch"], PyTree]:
         inner_state, plies = agent_state
         inner_key, random_key = jax.random.split(key)
-        action, inner_state = self.inner(env, inner_state, env_state, key=inner_key)
+        action, inner_state = self.inner(self.env, inner_state, env_state, key=inner_key)
         legal = jax.vmap(env.legal_action_mask)(env_state)
         noise = jax.random.uniform(random_key, legal.shape)
         random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(jnp.int32)
@@ -75,8 +82,12 @@ def main() -> None:
         parser.error(f"--opening-plies must be >= 0, got {args.opening_plies}")
     runs = dict(load(spec) for spec in args.checkpoints)
     env = next(iter(runs.values())).env
+    for name, run in runs.items():
+        if getattr(run.env, "name", None) != getattr(env, "name", None):
+            raise SystemExit(f"{name} plays {run.env.name!r}, not {env.name!r}")
     agents = {
-        name: RandomOpening(run.agent(args.agent), args.opening_plies) for name, run in runs.items()
+        name: RandomOpening(run.agent(args.agent), args.opening_plies, run.env)
+        for name, run in runs.items()
     }
     results = {}
     # One jitted function for all pairs: checkpoints of the same setup differ only in

@@ -36,8 +36,8 @@ def test_random_opening_plays_random_plies_then_the_agent(env):
     solver, random = azx.arena.TicTacToeSolver(), azx.arena.RandomAgent()
     # No random plies: the solver never loses. Every ply random: the side is a random
     # player, which loses some of 200 games against a random player.
-    assert _losses(env, RandomOpening(solver, 0), random) == 0
-    assert _losses(env, RandomOpening(solver, 9), random) > 0
+    assert _losses(env, RandomOpening(solver, 0, env), random) == 0
+    assert _losses(env, RandomOpening(solver, 9, env), random) > 0
 
 
 def test_handover_passes_the_game_from_early_to_late(env):

@@ -239,14 +239,20 @@ def test_pure_jax_game_implements_the_interface():
 
 
 @pytest.mark.parametrize(
-    "name, invariant_at_start",
-    [("connect_four", 2), ("tic_tac_toe", 8), ("go_9x9", 8), ("othello", 4)],
+    "name, invariant_at_start, options",
+    [
+        ("connect_four", 2, {}),
+        ("tic_tac_toe", 8, {}),
+        ("go_9x9", 8, {}),
+        ("othello", 4, {}),
+        ("othello", 4, {"observe_legal_moves": True}),
+    ],
 )
-def test_symmetries_match_playing_the_transformed_moves(name, invariant_at_start):
+def test_symmetries_match_playing_the_transformed_moves(name, invariant_at_start, options):
     # Checked against the game itself: from a start position that a symmetry leaves
     # unchanged, playing the images of random moves must give the images of the
     # observations and legal masks. (Othello's start is unchanged by 4 of its 8.)
-    env = azx.envs.make(name)
+    env = azx.envs.make(name, **options)
     step = jax.jit(env.step)
     key = jax.random.key(0)
     start = env.init(key)
@@ -280,3 +286,23 @@ def test_symmetries_match_playing_the_transformed_moves(name, invariant_at_start
             transformed = step(transformed, jnp.int32(inverse[action]), key)
         checked += 1
     assert checked == invariant_at_start
+
+
+def test_observe_legal_moves_appends_the_mask_to_the_flat_observation():
+    plain = azx.envs.make("othello")
+    env = azx.envs.make("othello", observe_legal_moves=True)
+    assert isinstance(env, azx.envs.ObserveLegalMoves) and env.name == "othello"
+    assert env.observation_shape == (8 * 8 * 2 + 65,)
+    step = jax.jit(env.step)
+    state, key = env.init(jax.random.key(1)), jax.random.key(2)
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        observation, legal = (
+            np.asarray(env.observation(state)),
+            np.asarray(env.legal_action_mask(state)),
+        )
+        assert observation.shape == env.observation_shape
+        assert observation.dtype == env.observation_dtype == plain.observation_dtype
+        np.testing.assert_array_equal(observation[:128], np.ravel(plain.observation(state)))
+        np.testing.assert_array_equal(observation[128:], legal)
+        state = step(state, jnp.int32(rng.choice(np.flatnonzero(legal))), key)

@@ -6,5 +6,5 @@ from ._memory import CueMemory as CueMemory
 from ._pgx import PgxEnv as PgxEnv
 from ._registry import available as available, make as make
 from ._symmetry import Symmetry as Symmetry
-from ._wrappers import ScaleRewards as ScaleRewards
+from ._wrappers import ObserveLegalMoves as ObserveLegalMoves, ScaleRewards as ScaleRewards
 from ._xminigrid import XMinigridEnv as XMinigridEnv, xland_ruleset as xland_ruleset

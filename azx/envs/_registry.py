@@ -1,6 +1,7 @@
 from ._abstract import AbstractEnv
 from ._gymnax import GymnaxEnv, gymnax_names
 from ._pgx import make_pgx, pgx_names
+from ._wrappers import ObserveLegalMoves
 from ._xminigrid import XMinigridEnv, xminigrid_names
 
 
@@ -17,7 +18,13 @@ def available() -> tuple[str, ...]:
     return names
 
 
-def make(name: str, *, max_episode_steps: int | None = None, **kwargs) -> AbstractEnv:
+def make(
+    name: str,
+    *,
+    max_episode_steps: int | None = None,
+    observe_legal_moves: bool = False,
+    **kwargs,
+) -> AbstractEnv:
     """Make the environment `name` as an [`azx.envs.AbstractEnv`][].
 
     **Arguments:**
@@ -30,6 +37,8 @@ def make(name: str, *, max_episode_steps: int | None = None, **kwargs) -> Abstra
       [`azx.envs.XMinigridEnv`][]).
     - `max_episode_steps`: truncate episodes after this many steps (default: pgx games
       are never truncated; gymnax and xminigrid keep their environment's own time limit).
+    - `observe_legal_moves`: wrap the environment in [`azx.envs.ObserveLegalMoves`][], so
+      that its observation ends with the legal-action mask.
     - `**kwargs`: for pgx, the game's constructor arguments (e.g. `komi` for go); for
       gymnax and xminigrid, see [`azx.envs.GymnaxEnv`][] and [`azx.envs.XMinigridEnv`][].
 
@@ -41,6 +50,11 @@ def make(name: str, *, max_episode_steps: int | None = None, **kwargs) -> Abstra
     take; `ImportError` that says to `pip install "azx[envs]"` for a gymnax or xminigrid
     name when that library cannot be imported.
     """
+    if not isinstance(observe_legal_moves, bool):
+        raise ValueError(f"observe_legal_moves must be True or False, got {observe_legal_moves!r}")
+    if observe_legal_moves:
+        env = make(name, max_episode_steps=max_episode_steps, **kwargs)
+        return ObserveLegalMoves(env)
     library, _, library_name = name.rpartition(":")
     if library == "gymnax" and library_name in gymnax_names(discrete=False):
         return GymnaxEnv(library_name, max_episode_steps=max_episode_steps, **kwargs)

@@ -1,5 +1,8 @@
+import math
+
 import equinox as eqx
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import EnvState, PRNGKey
@@ -66,3 +69,73 @@ class ScaleRewards(AbstractEnv):
 
     def symmetries(self) -> tuple[Symmetry, ...]:
         return self.env.symmetries()
+
+
+class ObserveLegalMoves(AbstractEnv):
+    """An environment whose observation also says which moves are legal: the wrapped
+    observation, flattened, followed by the legal-action mask.
+
+    For games where the number and place of one's legal moves carry much of a position's
+    value (othello's mobility) but take many layers to compute from the board: a network
+    reads them directly. The observation is one flat vector (for networks that flatten
+    their input, such as [`azx.nets.MLP`][]), of the wrapped observation's dtype.
+    Symmetries carry over: the board part moves as the wrapped board does, the mask as
+    the actions do. Everything else is the wrapped environment's.
+    """
+
+    env: AbstractEnv
+
+    @property
+    def name(self) -> str | None:
+        """The wrapped environment's name, if it has one: the game is the same (opponents
+        such as OpenSpiel's bots look it up)."""
+        return getattr(self.env, "name", None)
+
+    @property
+    def num_actions(self) -> int:
+        return self.env.num_actions
+
+    @property
+    def num_players(self) -> int:
+        return self.env.num_players
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return (math.prod(self.env.observation_shape) + self.env.num_actions,)
+
+    @property
+    def observation_dtype(self) -> jnp.dtype:
+        return self.env.observation_dtype
+
+    def init(self, key: PRNGKey) -> EnvState:
+        return self.env.init(key)
+
+    def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
+        return self.env.step(state, action, key)
+
+    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
+        board = jnp.ravel(self.env.observation(state))
+        mask = self.env.legal_action_mask(state).astype(board.dtype)
+        return jnp.concatenate([board, mask])
+
+    def legal_action_mask(self, state: EnvState) -> Bool[Array, " num_actions"]:
+        return self.env.legal_action_mask(state)
+
+    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
+        return self.env.rewards(state)
+
+    def terminated(self, state: EnvState) -> Bool[Array, ""]:
+        return self.env.terminated(state)
+
+    def truncated(self, state: EnvState) -> Bool[Array, ""]:
+        return self.env.truncated(state)
+
+    def current_player(self, state: EnvState) -> Int[Array, ""]:
+        return self.env.current_player(state)
+
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        size = math.prod(self.env.observation_shape)
+        return tuple(
+            Symmetry(np.concatenate([s.observation_index, size + s.action_index]), s.action_index)
+            for s in self.env.symmetries()
+        )
