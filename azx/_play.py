@@ -14,7 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .envs import AbstractEnv
+from .envs import AbstractEnv, ObserveLegalMoves, ScaleRewards
 
 
 class _Board:
@@ -94,6 +94,14 @@ class _Board:
         return "\n".join(lines)
 
 
+def _board_env(env: AbstractEnv) -> AbstractEnv:
+    """The environment whose observation is the board: the wrappers' own (a flat board and
+    legal moves, for `ObserveLegalMoves`) are drawn from the board they wrap."""
+    while isinstance(env, ObserveLegalMoves | ScaleRewards):
+        env = env.env
+    return env
+
+
 def play(
     env: AbstractEnv,
     agent,
@@ -105,7 +113,8 @@ def play(
 ) -> int:
     """Play one game; `read(prompt)` returns the person's line (raises `EOFError` when
     input ends). **Returns:** +1 if the person won, 0 for a draw, -1 for a loss."""
-    board = _Board(env)
+    board_env = _board_env(env)
+    board = _Board(board_env)
     init_key, game_key = jax.random.split(jax.random.key(seed))
     state = jax.vmap(env.init)(init_key[None])
     agent_state = agent.init(env, 1)
@@ -123,7 +132,7 @@ def play(
         one = jax.tree.map(lambda x: x[0], state)
         legal = np.asarray(env.legal_action_mask(one))
         player = int(env.current_player(one))
-        write(board.draw(np.asarray(env.observation(one)), player == first, legal) + "\n")
+        write(board.draw(np.asarray(board_env.observation(one)), player == first, legal) + "\n")
         if bool(env.terminated(one)) or bool(env.truncated(one)):
             break
         key = jax.random.fold_in(game_key, move)

@@ -206,6 +206,34 @@ def test_play_second_says_the_agent_is_thinking(trained):
     assert thinking < result.output.index("azx plays") < result.output.index("your move")
 
 
+def test_play_draws_the_board_under_observe_legal_moves():
+    # The othello preset's environment observes a flat board followed by the legal moves;
+    # the game is drawn from the board it wraps. The person tries every square (and pass)
+    # in turn until one is legal, so the game reaches its end.
+    from azx._play import play
+
+    env = azx.envs.make("othello", observe_legal_moves=True)
+    tries = iter([f"{col}{row}" for row in range(1, 9) for col in "abcdefgh"] + ["pass"])
+    lines = []
+
+    def read(prompt):
+        nonlocal tries
+        text = next(tries, None)
+        if text is None:
+            tries = iter([f"{col}{row}" for row in range(1, 9) for col in "abcdefgh"] + ["pass"])
+            text = next(tries)
+        return text
+
+    outcome = play(
+        env, azx.arena.RandomAgent(), human_first=True, seed=0, read=read, write=lines.append
+    )
+    start = lines[1].splitlines()
+    assert start[0].split() == list("abcdefgh")
+    # The start position: d4/e5 for O, d5/e4 for X, X to move on d3, c4, f5 and e6.
+    assert start[4].split()[1:] == list("..*OX...") and start[5].split()[1:] == list("...XO*..")
+    assert outcome in (-1, 0, 1) and lines[-1] in ("You win!", "Draw.", "azx wins.")
+
+
 def test_version_and_help():
     result = _azx("--version")
     assert result.exit_code == 0 and result.output.strip() == f"azx {azx.__version__}"
