@@ -14,7 +14,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .envs import AbstractEnv, ObserveLegalMoves, ScaleRewards
+from .envs import AbstractEnv
+from .envs._wrappers import EnvWrapper
 
 
 class _Board:
@@ -95,9 +96,9 @@ class _Board:
 
 
 def _board_env(env: AbstractEnv) -> AbstractEnv:
-    """The environment whose observation is the board: the wrappers' own (a flat board and
-    legal moves, for `ObserveLegalMoves`) are drawn from the board they wrap."""
-    while isinstance(env, ObserveLegalMoves | ScaleRewards):
+    """The environment whose observation is the board: a wrapper's own observation (a flat
+    board and legal moves, for `ObserveLegalMoves`) is drawn from the game it wraps."""
+    while isinstance(env, EnvWrapper):
         env = env.env
     return env
 

@@ -10,22 +10,18 @@ from ._abstract import AbstractEnv
 from ._symmetry import Symmetry
 
 
-class ScaleRewards(AbstractEnv):
-    """An environment whose rewards are multiplied by `scale`.
-
-    For games with large rewards (2048's merged tiles sum to thousands per game): value
-    targets of order one keep the value loss from swamping the policy loss. Everything
-    else is the wrapped environment's.
-    """
+class EnvWrapper(AbstractEnv):
+    """An environment that is `env` in every respect; subclasses override what they change.
+    The game, its state and its name stay the wrapped environment's, so code that needs
+    the game itself (drawing a board, looking the game up) finds it under `env`."""
 
     env: AbstractEnv
-    scale: float = eqx.field(static=True)
 
-    def __init__(self, env: AbstractEnv, scale: float):
-        if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
-            raise ValueError(f"scale must be a positive number, got {scale!r}")
-        self.env = env
-        self.scale = float(scale)
+    @property
+    def name(self) -> str | None:
+        """The wrapped environment's name, if it has one (opponents such as OpenSpiel's
+        bots look the game up by it)."""
+        return getattr(self.env, "name", None)
 
     @property
     def num_actions(self) -> int:
@@ -56,7 +52,7 @@ class ScaleRewards(AbstractEnv):
         return self.env.legal_action_mask(state)
 
     def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
-        return self.scale * self.env.rewards(state)
+        return self.env.rewards(state)
 
     def terminated(self, state: EnvState) -> Bool[Array, ""]:
         return self.env.terminated(state)
@@ -71,7 +67,27 @@ class ScaleRewards(AbstractEnv):
         return self.env.symmetries()
 
 
-class ObserveLegalMoves(AbstractEnv):
+class ScaleRewards(EnvWrapper):
+    """An environment whose rewards are multiplied by `scale`.
+
+    For games with large rewards (2048's merged tiles sum to thousands per game): value
+    targets of order one keep the value loss from swamping the policy loss. Everything
+    else is the wrapped environment's.
+    """
+
+    scale: float = eqx.field(static=True)
+
+    def __init__(self, env: AbstractEnv, scale: float):
+        if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
+            raise ValueError(f"scale must be a positive number, got {scale!r}")
+        self.env = env
+        self.scale = float(scale)
+
+    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
+        return self.scale * self.env.rewards(state)
+
+
+class ObserveLegalMoves(EnvWrapper):
     """An environment whose observation also says which moves are legal: the wrapped
     observation, flattened, followed by the legal-action mask.
 
@@ -83,55 +99,14 @@ class ObserveLegalMoves(AbstractEnv):
     the actions do. Everything else is the wrapped environment's.
     """
 
-    env: AbstractEnv
-
-    @property
-    def name(self) -> str | None:
-        """The wrapped environment's name, if it has one: the game is the same (opponents
-        such as OpenSpiel's bots look it up)."""
-        return getattr(self.env, "name", None)
-
-    @property
-    def num_actions(self) -> int:
-        return self.env.num_actions
-
-    @property
-    def num_players(self) -> int:
-        return self.env.num_players
-
     @property
     def observation_shape(self) -> tuple[int, ...]:
         return (math.prod(self.env.observation_shape) + self.env.num_actions,)
-
-    @property
-    def observation_dtype(self) -> jnp.dtype:
-        return self.env.observation_dtype
-
-    def init(self, key: PRNGKey) -> EnvState:
-        return self.env.init(key)
-
-    def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
-        return self.env.step(state, action, key)
 
     def observation(self, state: EnvState) -> Shaped[Array, "..."]:
         board = jnp.ravel(self.env.observation(state))
         mask = self.env.legal_action_mask(state).astype(board.dtype)
         return jnp.concatenate([board, mask])
-
-    def legal_action_mask(self, state: EnvState) -> Bool[Array, " num_actions"]:
-        return self.env.legal_action_mask(state)
-
-    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
-        return self.env.rewards(state)
-
-    def terminated(self, state: EnvState) -> Bool[Array, ""]:
-        return self.env.terminated(state)
-
-    def truncated(self, state: EnvState) -> Bool[Array, ""]:
-        return self.env.truncated(state)
-
-    def current_player(self, state: EnvState) -> Int[Array, ""]:
-        return self.env.current_player(state)
 
     def symmetries(self) -> tuple[Symmetry, ...]:
         size = math.prod(self.env.observation_shape)
