@@ -5,7 +5,7 @@ The records are what `metrics.jsonl` and `evals/` hold; the pictures are the run
 """
 
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import equinox as eqx
@@ -39,28 +39,30 @@ _play_match = eqx.filter_jit(arena.play_match)
 def evaluate(
     env: AbstractEnv,
     agents: dict[str, arena.AbstractAgent],
-    opponents: Sequence[str],
+    opponents: Sequence[str] | Mapping[str, arena.AbstractAgent],
     *,
     num_games: int,
     key,
     on_match: Callable[[str, str], None] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
-    """Play every agent against every opponent spec (see [`azx.arena.opponent`][]).
-    `on_match(agent_name, opponent_spec)`, if given, is called before each match (to
-    show progress).
+    """Play every agent against every opponent: a spec (see [`azx.arena.opponent`][]), or
+    a name with its agent. `on_match(agent_name, opponent_name)`, if given, is called
+    before each match (to show progress).
 
-    **Returns:** `{agent_name: {opponent_spec: match_record}}`.
+    **Returns:** `{agent_name: {opponent_name: match_record}}`.
     """
+    if not isinstance(opponents, Mapping):
+        opponents = {spec: arena.opponent(spec, env) for spec in opponents}
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for name, agent in agents.items():
         results[name] = {}
-        for index, spec in enumerate(opponents):
+        for index, (spec, opponent) in enumerate(opponents.items()):
             if on_match is not None:
                 on_match(name, spec)
             result = _play_match(
                 env,
                 agent,
-                arena.opponent(spec, env),
+                opponent,
                 num_games=num_games,
                 key=jax.random.fold_in(key, index),
             )

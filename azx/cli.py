@@ -306,8 +306,10 @@ def evaluate(
         list[str] | None,
         typer.Option(
             help=(
-                "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, or OpenSpiel's "
-                "openspiel-mcts:N and openspiel-alphabeta:DEPTH; repeatable."
+                "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
+                "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
+                "checkpoint of another run of the same game, playing as --agent with its own "
+                "simulations; needs --opening-plies); repeatable."
             ),
             show_default="random",
             metavar="SPEC",
@@ -353,6 +355,18 @@ def evaluate(
             show_default="the preset's",
         ),
     ] = None,
+    opening_plies: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help=(
+                "AlphaZero: the first N plies of every game are random legal moves, for "
+                "varied games between agents that play deterministically."
+            ),
+            show_default="0",
+        ),
+    ] = None,
     step: Annotated[
         int | None,
         typer.Option(
@@ -390,6 +404,7 @@ def evaluate(
         "ppo": {"--episodes": episodes, "--greedy/--sample": greedy},
     }
     options["alphazero"]["--simulations"] = simulations
+    options["alphazero"]["--opening-plies"] = opening_plies
     for algorithm, given in options.items():
         flags = [flag for flag, value in given.items() if value is not None]
         if algorithm != loaded.algorithm and flags:
@@ -412,14 +427,43 @@ def evaluate(
     else:
         result, name = _evaluate_alphazero(
             loaded, run, opponent or ["random"], 200 if games is None else games,
-            agent or "search", simulations, seed,
+            agent or "search", simulations, opening_plies or 0, seed,
         )  # fmt: skip
     path = json_path or run / runs.EVAL_DIR / f"{name}-{loaded.iteration}.json"
     runs.write_json(path, result)  # (a default path that cannot be written: an OSError)
     typer.echo(f"wrote {path}")
 
 
-def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, seed):
+def _run_opponent(spec: str, loaded: runs.Run, agent: str, opening_plies: int):
+    """`run:DIR[@ITERATION]`: that checkpoint's agent of kind `agent`, as `(name, agent)`."""
+    from . import arena
+
+    target = spec.strip().removeprefix("run:")
+    directory, at, step = target.rpartition("@")
+    if not (at and step.isdigit()):
+        directory, step = target, ""
+    if not directory:
+        _fail(f"opponent {spec!r}: give a run directory, as in run:runs/othello-seed0@750")
+    if not opening_plies:
+        _fail(
+            f"opponent {spec!r} and the agent both play deterministically, so every game "
+            "would repeat one of two; give --opening-plies N (e.g. 4) for varied games"
+        )
+    try:
+        other = runs.load_run(directory, step=int(step) if step else None)
+    except runs.RunError as error:
+        _fail(f"opponent {spec!r}: {error}")
+    if other.algorithm != "alphazero":
+        _fail(f"opponent {spec!r} is a {other.algorithm} run; it has no board-game agent")
+    game, own = getattr(other.env, "name", None), getattr(loaded.env, "name", None)
+    if game != own:
+        _fail(f"opponent {spec!r} plays {game!r}; {loaded.directory} plays {own!r}")
+    # Its own environment: the same game, perhaps observed differently.
+    player = arena.RandomOpening(other.agent(agent), opening_plies, env=other.env)
+    return f"run:{directory}@{other.iteration}", player
+
+
+def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, opening_plies, seed):
     import jax
 
     from . import arena
@@ -428,16 +472,27 @@ def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, seed):
         _fail(f"--games must be even (half the games with each colour), got {games}")
     if agent not in ("search", "network"):
         _fail(f"--agent must be 'search' or 'network', got {agent!r}")
+    opponents = {}
     for spec in opponent:
+        if spec.strip().startswith("run:"):
+            name, other = _run_opponent(spec, loaded, agent, opening_plies)
+            opponents[name] = other
+            continue
         try:
-            arena.opponent(spec, loaded.env)
+            baseline = arena.opponent(spec, loaded.env)
         except (ValueError, ImportError) as error:  # ImportError: open_spiel is missing
             _fail(str(error))
+        opponents[spec] = (
+            arena.RandomOpening(baseline, opening_plies) if opening_plies else baseline
+        )
     player = loaded.agent(agent, num_simulations=simulations)
+    playing = arena.RandomOpening(player, opening_plies) if opening_plies else player
     results = runs.evaluate(
-        loaded.env, {agent: player}, opponent, num_games=games, key=jax.random.key(seed)
+        loaded.env, {agent: playing}, opponents, num_games=games, key=jax.random.key(seed)
     )[agent]
     label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
+    if opening_plies:
+        label += f", the first {opening_plies} plies of every game random"
     typer.echo(f"{run} at iteration {loaded.iteration}, {label}:")
     for spec, record in results.items():
         typer.echo(f"  vs {spec}: {runs.describe(record)}")
@@ -460,6 +515,7 @@ def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, seed):
         "iteration": loaded.iteration,
         "agent": agent,
         "num_simulations": None if agent == "network" else player.search.num_simulations,
+        "opening_plies": opening_plies,
         "seed": seed,
         "results": results,
     }

@@ -19,43 +19,9 @@ import itertools
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
-from jaxtyping import Array, Bool, Int, PyTree
 
 import azx
-from azx.arena import AbstractAgent
-from azx.envs import AbstractEnv
-
-
-class RandomOpening(AbstractAgent):
-    """`inner`, except that the first `plies` plies of each game are random legal moves.
-
-    `inner` sees the game through `env`, its own run's environment: checkpoints of runs
-    that observe the same game differently (`observe_legal_moves`) play each other, the
-    match stepping the one game state that all of them wrap.
-    """
-
-    inner: AbstractAgent
-    plies: int = eqx.field(static=True)
-    env: AbstractEnv
-
-    def init(self, env, batch_size: int) -> PyTree:
-        return self.inner.init(self.env, batch_size), jnp.zeros(batch_size, jnp.int32)
-
-    def __call__(self, env, agent_state, env_state, *, key) -> tuple[Int[Array, " batch"], PyTree]:
-        inner_state, plies = agent_state
-        inner_key, random_key = jax.random.split(key)
-        action, inner_state = self.inner(self.env, inner_state, env_state, key=inner_key)
-        legal = jax.vmap(env.legal_action_mask)(env_state)
-        noise = jax.random.uniform(random_key, legal.shape)
-        random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(jnp.int32)
-        action = jnp.where(plies < self.plies, random_action, action).astype(jnp.int32)
-        return action, (inner_state, plies)
-
-    def observe(self, agent_state, action, done: Bool[Array, " batch"]) -> PyTree:
-        inner_state, plies = agent_state
-        inner_state = self.inner.observe(inner_state, action, done)
-        return inner_state, jnp.where(done, 0, plies + 1)
+from azx.arena import RandomOpening
 
 
 def load(spec: str) -> tuple[str, azx.run.Run]:

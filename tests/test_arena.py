@@ -15,6 +15,7 @@ from azx.arena import (
     MatchResult,
     NetworkAgent,
     RandomAgent,
+    RandomOpening,
     RolloutMCTSAgent,
     SearchAgent,
     TicTacToeSolver,
@@ -123,6 +124,38 @@ def test_match_colours_alternate_and_counts_add_up():
     # Swapping the agents mirrors the result.
     mirrored = jit_match(TIC_TAC_TOE, RandomAgent(), solver(), jax.random.key(3), 100)
     assert mirrored.wins == 0
+
+
+def test_random_opening_plays_random_plies_then_the_agent():
+    random = RandomAgent()
+    # No random plies: the solver never loses. Every ply random: the side is a random
+    # player, which loses some of 200 games against a random player.
+    assert (
+        jit_match(TIC_TAC_TOE, RandomOpening(solver(), 0), random, jax.random.key(5), 200).losses
+        == 0
+    )
+    assert (
+        jit_match(TIC_TAC_TOE, RandomOpening(solver(), 9), random, jax.random.key(5), 200).losses
+        > 0
+    )
+
+
+def test_random_opening_varies_games_between_deterministic_agents():
+    # Perfect play from the empty board draws; after two random plies many positions are
+    # won for one side (a corner answered anywhere but the centre, the centre answered on
+    # an edge), which the solver converts.
+    def match(plies):
+        a, b = RandomOpening(solver(), plies), RandomOpening(solver(), plies)
+        return jit_match(TIC_TAC_TOE, a, b, jax.random.key(6), 100)
+
+    assert match(0).counts == (0, 100, 0)
+    decided = match(2)
+    assert decided.wins > 0 and decided.losses > 0
+    # Two plies cannot lose the game for the side to move next (the first player), so
+    # every decided game is the first player's.
+    assert decided.as_first[2] == 0 and decided.as_second[0] == 0
+    with pytest.raises(ValueError, match="plies"):
+        RandomOpening(solver(), -1)
 
 
 def test_max_moves_stops_games():

@@ -1,5 +1,5 @@
-"""The wrapper agents of benchmarks/checkpoints.py and benchmarks/handover.py, against
-the exact tic-tac-toe solver: who plays which plies shows in whether a game can be lost."""
+"""The wrapper agent of benchmarks/handover.py, against the exact tic-tac-toe solver: who
+plays which plies shows in whether a game can be lost."""
 
 import pathlib
 import sys
@@ -13,7 +13,6 @@ import azx
 
 # `pytest` puts tests/ on the path, not the repository root with the benchmarks package.
 sys.path.append(str(pathlib.Path(__file__).parents[1]))
-from benchmarks.checkpoints import RandomOpening  # noqa: E402
 from benchmarks.handover import Handover  # noqa: E402
 
 
@@ -30,14 +29,6 @@ _match = eqx.filter_jit(azx.arena.play_match)
 
 def _losses(env, agent, opponent) -> int:
     return _match(env, agent, opponent, num_games=GAMES, key=jax.random.key(0)).losses
-
-
-def test_random_opening_plays_random_plies_then_the_agent(env):
-    solver, random = azx.arena.TicTacToeSolver(), azx.arena.RandomAgent()
-    # No random plies: the solver never loses. Every ply random: the side is a random
-    # player, which loses some of 200 games against a random player.
-    assert _losses(env, RandomOpening(solver, 0, env), random) == 0
-    assert _losses(env, RandomOpening(solver, 9, env), random) > 0
 
 
 def test_handover_passes_the_game_from_early_to_late(env):

@@ -102,6 +102,39 @@ def test_eval_prints_counts_and_writes_json(trained, tmp_path):
     assert record["wins"] == 0 and record["draws"] + record["losses"] == 10
 
 
+def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
+    path = tmp_path / "eval.json"
+    result = _azx(
+        "eval", "--run", trained, "--agent", "network", "--opponent", f"run:{trained}@1",
+        "--opponent", f"run:{trained}", "--opponent", "random", "--opening-plies", 2,
+        "--games", 20, "--json", path,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "the first 2 plies of every game random" in result.output
+    saved = json.loads(path.read_text())
+    assert saved["opening_plies"] == 2
+    # Without @ITERATION the newest checkpoint plays, named by its iteration.
+    assert list(saved["results"]) == [f"run:{trained}@1", f"run:{trained}@2", "random"]
+    for record in saved["results"].values():
+        assert record["games"] == 20 and sum(record["as_first"]) == 10
+    assert "Elo relative to the agent" in result.output
+    # Deterministic agents on both sides without random plies would repeat two games.
+    _one_line_error(
+        _azx("eval", "--run", trained, "--opponent", f"run:{trained}"), "--opening-plies"
+    )
+    _one_line_error(
+        _azx("eval", "--run", trained, "--opponent", "run:", "--opening-plies", 2), "'run:'"
+    )
+    _one_line_error(
+        _azx("eval", "--run", trained, "--opponent", f"run:{tmp_path}", "--opening-plies", 2),
+        "no config.json",
+    )
+    _one_line_error(
+        _azx("eval", "--run", trained, "--opponent", f"run:{trained}@7", "--opening-plies", 2),
+        f"run:{trained}@7",
+    )
+
+
 def test_play_from_piped_input_reasks_illegal_moves(trained):
     # Every cell in order: the ones the agent took (and the bad inputs) are asked again.
     moves = "0\nten\n" + "\n".join(str(cell) for cell in range(1, 10)) + "\n"

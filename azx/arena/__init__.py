@@ -9,6 +9,7 @@ from ._agent import (
 )
 from ._elo import elo_ratings as elo_ratings
 from ._match import MatchResult as MatchResult, play_match as play_match
+from ._opening import RandomOpening as RandomOpening
 from ._openspiel import (
     OpenSpielAlphaBetaAgent as OpenSpielAlphaBetaAgent,
     OpenSpielMCTSAgent as OpenSpielMCTSAgent,
