@@ -221,10 +221,12 @@ def train(
 
     Logs `metrics.jsonl` every `log_every` iterations, evaluates and checkpoints every
     `eval_every` iterations (and at least every five minutes, and at the end), and draws
-    `learning_curve.png`. A first Ctrl-C stops after the running training call, saves a
-    checkpoint and raises [`azx.run.TrainingInterrupted`][] (a `KeyboardInterrupt`);
-    `resume=True` continues from the newest checkpoint exactly as if the run had not
-    stopped. The untrained agent is evaluated too, as the record of iteration 0.
+    `learning_curve.png`. The newest three checkpoints are kept, and every checkpoint at a
+    multiple of `eval_every` (opponents for `azx eval --opponent run:DIR@ITERATION`). A
+    first Ctrl-C stops after the running training call, saves a checkpoint and raises
+    [`azx.run.TrainingInterrupted`][] (a `KeyboardInterrupt`); `resume=True` continues
+    from the newest checkpoint exactly as if the run had not stopped. The untrained agent
+    is evaluated too, as the record of iteration 0.
 
     `preset` is a preset name (see [`azx.presets.names`][]) or `"pgx:<game>"` for a
     two-player pgx game with [`azx.presets.for_pgx_game`][]'s generic setup; `env`
@@ -333,7 +335,9 @@ def train(
     if main:
         _write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
     _sync(f"azx: {out} prepared")
-    with _checkpointer(out) as checkpoints:
+    # The evaluated checkpoints stay (for `azx eval --opponent run:DIR@N`), besides the
+    # newest three.
+    with _checkpointer(out, keep_period=chosen.eval_every) as checkpoints:
         state = _train_loop(
             out, chosen, trainer, state, checkpoints, records, elapsed_before, seed, quiet, mesh
         )

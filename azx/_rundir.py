@@ -343,11 +343,11 @@ def _check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
 
 
 @contextmanager
-def _checkpointer(out: Path) -> Iterator[Checkpointer]:
+def _checkpointer(out: Path, keep_period: int | None = None) -> Iterator[Checkpointer]:
     directory = out / CHECKPOINT_DIR
     if directory.exists() and not directory.is_dir():
         raise RunError(f"{directory} should hold the run's checkpoints but is a file")
-    manager = Checkpointer(directory)
+    manager = Checkpointer(directory, keep_period=keep_period)
     try:
         yield manager
     finally:

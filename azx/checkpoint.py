@@ -90,7 +90,8 @@ _SET_ASIDE = "unreadable"  # where `set_aside` moves damaged checkpoints
 
 class Checkpointer:
     """Saves and restores whole training states (every array of a TrainState, the
-    buffer, games, trees and key included) in `directory`, keeping the last `max_to_keep`.
+    buffer, games, trees and key included) in `directory`, keeping the last `max_to_keep`
+    and, if `keep_period` is set, every checkpoint whose number is a multiple of it.
 
     Each save is atomic: orbax writes into a temporary directory and renames it when
     complete, so a crash mid-save leaves the previous checkpoint intact and restorable.
@@ -103,14 +104,19 @@ class Checkpointer:
     as different numbers. Nothing is written until the first `save`.
     """
 
-    def __init__(self, directory: str | os.PathLike, *, max_to_keep: int = 3):
+    def __init__(
+        self, directory: str | os.PathLike, *, max_to_keep: int = 3, keep_period: int | None = None
+    ):
         check_positive_int("max_to_keep", max_to_keep)
+        if keep_period is not None:
+            check_positive_int("keep_period", keep_period)
         self.directory = os.path.abspath(os.fspath(directory))
         ocp = _orbax()
         self._manager = ocp.CheckpointManager(
             self.directory,
             options=ocp.CheckpointManagerOptions(
                 max_to_keep=max_to_keep,
+                keep_period=keep_period,
                 enable_async_checkpointing=False,
                 create=False,
                 todelete_subdir=_TRASH,

@@ -124,3 +124,14 @@ def test_keeps_the_last_k(tmp_path):
     for step in (1, 2, 3):
         checkpoints.save(state, step=step)
     assert checkpoints.all_steps() == [2, 3]
+
+
+def test_keeps_the_multiples_of_keep_period_besides_the_last_k(tmp_path):
+    _, state = tic_tac_toe()
+    checkpoints = azx.checkpoint.Checkpointer(tmp_path, max_to_keep=2, keep_period=3)
+    for step in range(1, 9):
+        checkpoints.save(state, step=step)
+    assert checkpoints.all_steps() == [3, 6, 7, 8]
+    assert checkpoints.restore(state, step=3).iteration == state.iteration
+    with pytest.raises(ValueError, match="keep_period"):
+        azx.checkpoint.Checkpointer(tmp_path, keep_period=0)

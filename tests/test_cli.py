@@ -103,10 +103,18 @@ def test_eval_prints_counts_and_writes_json(trained, tmp_path):
 
 
 def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
+    # Four evaluations: the newest three checkpoints and the evaluated ones are kept.
+    run = tmp_path / "run"
+    result = _azx(
+        "train", "--out", run, "--iterations", 8, "--quiet", "--log-every", 1,
+        "--eval-every", 2, "--eval-games", 2, "--opponent", "random",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert azx.checkpoint.Checkpointer(run / "checkpoints").all_steps() == [2, 4, 6, 8]
     path = tmp_path / "eval.json"
     result = _azx(
-        "eval", "--run", trained, "--agent", "network", "--opponent", f"run:{trained}@1",
-        "--opponent", f"run:{trained}", "--opponent", "random", "--opening-plies", 2,
+        "eval", "--run", run, "--agent", "network", "--opponent", f"run:{run}@2",
+        "--opponent", f"run:{run}", "--opponent", "random", "--opening-plies", 2,
         "--games", 20, "--json", path,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -114,7 +122,7 @@ def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
     saved = json.loads(path.read_text())
     assert saved["opening_plies"] == 2
     # Without @ITERATION the newest checkpoint plays, named by its iteration.
-    assert list(saved["results"]) == [f"run:{trained}@1", f"run:{trained}@2", "random"]
+    assert list(saved["results"]) == [f"run:{run}@2", f"run:{run}@8", "random"]
     for record in saved["results"].values():
         assert record["games"] == 20 and sum(record["as_first"]) == 10
     assert "Elo relative to the agent" in result.output
