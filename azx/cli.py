@@ -308,8 +308,8 @@ def evaluate(
             help=(
                 "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
                 "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
-                "checkpoint of another run of the same game, playing as --agent with its own "
-                "simulations; needs --opening-plies); repeatable."
+                "checkpoint of this or another run of the same game, playing as --agent with "
+                "its own simulations; needs --opening-plies); repeatable."
             ),
             show_default="random",
             metavar="SPEC",
