@@ -472,6 +472,10 @@ def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, openin
         _fail(f"--games must be even (half the games with each colour), got {games}")
     if agent not in ("search", "network"):
         _fail(f"--agent must be 'search' or 'network', got {agent!r}")
+
+    def opening(player):  # without random plies, the agent itself: its games unchanged
+        return arena.RandomOpening(player, opening_plies) if opening_plies else player
+
     opponents = {}
     for spec in opponent:
         if spec.strip().startswith("run:"):
@@ -482,13 +486,10 @@ def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, openin
             baseline = arena.opponent(spec, loaded.env)
         except (ValueError, ImportError) as error:  # ImportError: open_spiel is missing
             _fail(str(error))
-        opponents[spec] = (
-            arena.RandomOpening(baseline, opening_plies) if opening_plies else baseline
-        )
+        opponents[spec] = opening(baseline)
     player = loaded.agent(agent, num_simulations=simulations)
-    playing = arena.RandomOpening(player, opening_plies) if opening_plies else player
     results = runs.evaluate(
-        loaded.env, {agent: playing}, opponents, num_games=games, key=jax.random.key(seed)
+        loaded.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
     )[agent]
     label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
     if opening_plies:
