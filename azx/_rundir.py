@@ -248,6 +248,15 @@ class Run:
         return read_metrics(self.directory)
 
 
+def split_checkpoint_spec(spec: str) -> tuple[str, int | None]:
+    """`"DIR@ITERATION"` as `(DIR, ITERATION)`, `"DIR"` as `(DIR, None)`: the newest. Only
+    digits after the last `@` make an iteration; otherwise the `@` is part of the path."""
+    directory, at, step = spec.rpartition("@")
+    if at and step.isdigit():
+        return directory, int(step)
+    return spec, None
+
+
 def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     """Open the run in `directory` at checkpoint `step` (default: the newest).
 

@@ -18,6 +18,7 @@ import typer
 import typer.core
 
 from . import __version__, _cluster, presets, run as runs
+from ._rundir import split_checkpoint_spec
 from .checkpoint import DamagedCheckpointWarning
 
 
@@ -438,10 +439,7 @@ def _run_opponent(spec: str, loaded: runs.Run, agent: str, opening_plies: int):
     """`run:DIR[@ITERATION]`: that checkpoint's agent of kind `agent`, as `(name, agent)`."""
     from . import arena
 
-    target = spec.strip().removeprefix("run:")
-    directory, at, step = target.rpartition("@")
-    if not (at and step.isdigit()):
-        directory, step = target, ""
+    directory, step = split_checkpoint_spec(spec.strip().removeprefix("run:"))
     if not directory:
         _fail(f"opponent {spec!r}: give a run directory, as in run:runs/othello-seed0@750")
     if not opening_plies:
@@ -450,7 +448,7 @@ def _run_opponent(spec: str, loaded: runs.Run, agent: str, opening_plies: int):
             "would repeat one of two; give --opening-plies N (e.g. 4) for varied games"
         )
     try:
-        other = runs.load_run(directory, step=int(step) if step else None)
+        other = runs.load_run(directory, step=step)
     except runs.RunError as error:
         _fail(f"opponent {spec!r}: {error}")
     if other.algorithm != "alphazero":

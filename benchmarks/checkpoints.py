@@ -21,14 +21,16 @@ import equinox as eqx
 import jax
 
 import azx
+from azx._rundir import split_checkpoint_spec
 from azx.arena import RandomOpening
 
 
 def load(spec: str) -> tuple[str, azx.run.Run]:
-    directory, at, step = spec.partition("@")
-    if at and not step.isdigit():
-        raise SystemExit(f"a checkpoint is RUN_DIR or RUN_DIR@ITERATION, got {spec!r}")
-    run = azx.load_run(directory, step=int(step) if at else None)
+    directory, step = split_checkpoint_spec(spec)
+    try:
+        run = azx.load_run(directory, step=step)
+    except azx.run.RunError as error:
+        raise SystemExit(f"checkpoint {spec!r}: {error}") from None
     return f"{directory}@{run.iteration}", run
 
 
