@@ -121,6 +121,30 @@ def main():
     with_target = np.sum(experience_1.policy_target[:, :12], axis=-1) > 0
     assert np.all(with_target == with_target[:1]) and 0 < with_target[0].mean() < 1
 
+    # With past opponents: every shard draws the same past version per move, and the rows
+    # that play it are the same global rows (every second one here).
+    trainer, state = tic_tac_toe(num_envs=8)
+    config = dataclasses.replace(
+        trainer.config, past_opponent_fraction=0.5, past_opponents=2, past_opponent_interval=1
+    )
+    trainer = azx.alphazero.AlphaZero(trainer.env, trainer.search, config)
+    state = trainer.init(state.net, key=jax.random.key(1))
+    single, sharded = state, azx.parallel.shard_state(state, mesh)
+    sharded_step = eqx.filter_jit(azx.parallel.sharded_step(trainer, mesh))
+    for key in keys:
+        single = eqx.filter_jit(trainer.step)(single, key)
+        sharded = sharded_step(sharded, key)
+    np.testing.assert_array_equal(
+        single.buffer.experience.observation, sharded.buffer.experience.observation
+    )
+    for a, b in zip(jax.tree.leaves(single.env_state), jax.tree.leaves(sharded.env_state)):
+        np.testing.assert_array_equal(a, b)
+    for a, b in zip(jax.tree.leaves(single.past_params), jax.tree.leaves(sharded.past_params)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # Odd rows have positions without a policy target (the past network's moves).
+    no_target = np.sum(single.buffer.experience.policy_target[:, :12], axis=-1) == 0
+    assert not no_target[0::2].any() and no_target[1::2].any()
+
     bad_trainer, _ = tic_tac_toe(num_envs=6)
     try:
         azx.parallel.sharded_step(bad_trainer, mesh)

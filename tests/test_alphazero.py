@@ -93,6 +93,17 @@ def test_loss_against_closed_form():
         ({"root_value_weight": 2.0}, r"root_value_weight must be in \[0, 1\], got 2.0"),
         ({"fast_search_simulations": 0}, "fast_search_simulations must be a positive int"),
         ({"full_search_probability": 0.0}, "full_search_probability must be > 0, got 0"),
+        (
+            {"num_envs": 8, "batch_size": 16, "past_opponent_fraction": 0.3},
+            r"past_opponent_fraction must be 1/n for a whole n dividing num_envs \(8\), got 0.3",
+        ),
+        (
+            {"num_envs": 6, "batch_size": 12, "past_opponent_fraction": 0.25},
+            r"past_opponent_fraction must be 1/n .* num_envs \(6\), got 0.25",
+        ),
+        ({"past_opponent_fraction": 2.0}, "past_opponent_fraction must be 1/n"),
+        ({"past_opponents": 0}, "past_opponents must be a positive int, got 0"),
+        ({"past_opponent_interval": 0}, "past_opponent_interval must be a positive int, got 0"),
     ],
 )
 def test_config_is_validated(kwargs, message):
@@ -315,6 +326,100 @@ def test_playout_cap_randomisation_mixes_full_and_fast_searches():
     has_target = np.asarray(state.buffer.has_target)
     with_policy = np.asarray(jnp.sum(state.buffer.experience.policy_target, axis=-1) > 0)
     assert has_target[with_policy].sum() > 0 and has_target[~with_policy].sum() > 0
+
+
+def test_past_opponents_need_a_two_player_game():
+    config = azx.alphazero.Config(num_envs=8, batch_size=16, past_opponent_fraction=0.5)
+    with pytest.raises(ValueError, match="needs a two-player game; .* num_players=1"):
+        azx.alphazero.AlphaZero(azx.envs.make("2048"), azx.search.Gumbel(8), config)
+
+
+def test_past_networks_play_one_side_of_every_nth_game():
+    # Deterministic searches (no Gumbel noise), so each move can be replayed: in every
+    # fourth game one side is played by the kept past network (its search's move, no
+    # policy target stored), alternately player 1 and player 0; every other move is the
+    # current network's.
+    env = azx.envs.make("tic_tac_toe")
+    search = azx.search.Gumbel(8, gumbel_scale=0.0, max_num_considered_actions=9)
+    config = azx.alphazero.Config(
+        num_envs=16,
+        collect_steps=1,
+        train_steps=1,
+        batch_size=16,
+        buffer_capacity=16 * 12,
+        past_opponent_fraction=0.25,
+        past_opponents=1,
+    )
+    trainer = azx.alphazero.AlphaZero(env, search, config)
+
+    def mlp(seed):
+        return azx.nets.MLP(
+            env.observation_shape, env.num_actions, width=16, key=jax.random.key(seed)
+        )
+
+    net, past_net = mlp(0), mlp(1)
+    state = trainer.init(net, key=jax.random.key(1))
+    past_params = eqx.filter(past_net, eqx.is_array)
+    state = eqx.tree_at(
+        lambda s: s.past_params, state, jax.tree.map(lambda p: p[None], past_params)
+    )
+    self_play = eqx.filter_jit(trainer.self_play)
+
+    @eqx.filter_jit
+    def searched(net, states):
+        return search(net, env, search.init(env, 16), states, key=jax.random.key(0))
+
+    rows = np.arange(16)
+    past_rows, past_player = rows % 4 == 3, (rows // 4) % 2
+    seen, differing = set(), 0
+    for move in range(12):
+        before = state.env_state
+        state = self_play(state, jax.random.key(move))
+        mover = np.asarray(jax.vmap(env.current_player)(before))
+        past_moves = past_rows & (mover == past_player)
+        seen.update(zip(past_player[past_moves].tolist(), mover[past_moves].tolist()))
+        current, past = searched(net, before), searched(past_net, before)
+        expected = np.where(past_moves, past.action, current.action)
+        differing += int(np.sum(past_moves & (np.asarray(past.action) != current.action)))
+        stored = np.asarray(state.buffer.experience.policy_target[:, move])
+        np.testing.assert_array_equal(stored[past_moves], 0.0)
+        np.testing.assert_allclose(
+            stored[~past_moves], np.asarray(current.policy_target)[~past_moves], atol=1e-6
+        )
+        after = jax.vmap(env.step)(before, expected, jax.random.split(jax.random.key(0), 16))
+        going_on = ~np.asarray(jax.vmap(env.terminated)(after))
+        np.testing.assert_array_equal(
+            np.asarray(jax.vmap(env.observation)(after))[going_on],
+            np.asarray(jax.vmap(env.observation)(state.env_state))[going_on],
+        )
+    assert seen == {(0, 0), (1, 1)}, seen
+    # The two networks chose differently in some of those moves, so the check above tells
+    # them apart.
+    assert differing > 0
+
+
+def test_past_params_keep_the_newest_versions_at_the_interval():
+    trainer, state = tic_tac_toe()
+    config = eqx.tree_at(
+        lambda c: (c.past_opponent_fraction, c.past_opponents, c.past_opponent_interval),
+        trainer.config,
+        (0.5, 2, 2),
+    )
+    trainer = azx.alphazero.AlphaZero(trainer.env, trainer.search, config)
+    state = trainer.init(state.net, key=jax.random.key(1))
+    step = eqx.filter_jit(trainer.step)
+    params = [state.params]
+    for iteration in range(5):
+        state = step(state, jax.random.key(iteration))
+        params.append(state.params)
+    # Taken before the steps of iterations 0, 2 and 4: slot 0 holds iteration 4's
+    # parameters (it replaced iteration 0's), slot 1 iteration 2's.
+    for slot, taken in ((0, 4), (1, 2)):
+        for past, then in zip(jax.tree.leaves(state.past_params), jax.tree.leaves(params[taken])):
+            np.testing.assert_array_equal(past[slot], then)
+    assert not all(
+        np.array_equal(a, b) for a, b in zip(jax.tree.leaves(params[2]), jax.tree.leaves(params[4]))
+    )
 
 
 def test_value_targets_mix_the_root_value_as_asked():

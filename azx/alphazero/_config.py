@@ -77,6 +77,22 @@ class Config(eqx.Module):
     full_search_probability: float = 0.25
     """With `fast_search_simulations` set: the probability that a move's search is a full
     one."""
+    past_opponent_fraction: float = 0.0
+    """Self-play against past versions of the network (two-player games): one game row in
+    every `n = 1 / past_opponent_fraction` (`n` a whole number dividing the game rows on
+    each device) has one side played by a past network instead of the current one, the
+    same search run with the past parameters. Those moves give no policy target; their
+    positions still train the value. Self-play against the current network alone can
+    settle into lines that only beat itself; past versions keep older lines in play. 0:
+    off."""
+    past_opponents: int = 8
+    """With `past_opponent_fraction`: how many past versions are kept. Each move draws one
+    of them uniformly, the same for all those games, so a game's opponent is a mixture of
+    past versions."""
+    past_opponent_interval: int = 50
+    """With `past_opponent_fraction`: iterations between two kept versions. The newest
+    `past_opponents` are kept, taken at iterations 0, `past_opponent_interval`, ... (the
+    first at iteration 0 is the untrained network until the second is taken)."""
     truncation: str = "drop"
     """What truncated episodes give the buffer: `"drop"` or `"bootstrap"` (see
     [`azx.buffer.ReplayBuffer`][])."""
@@ -97,6 +113,17 @@ class Config(eqx.Module):
             )
         if self.fast_search_simulations is not None:
             check_positive_int("fast_search_simulations", self.fast_search_simulations)
+        _non_negative_float("past_opponent_fraction", self.past_opponent_fraction)
+        fraction = self.past_opponent_fraction
+        if fraction:
+            n = round(1 / fraction) if fraction <= 1 else 0
+            if n < 1 or abs(n * fraction - 1) > 1e-9 or self.num_envs % n:
+                raise ValueError(
+                    f"past_opponent_fraction must be 1/n for a whole n dividing num_envs "
+                    f"({self.num_envs}), got {fraction!r}"
+                )
+        check_positive_int("past_opponents", self.past_opponents)
+        check_positive_int("past_opponent_interval", self.past_opponent_interval)
         if self.decay_iterations is not None:
             check_positive_int("decay_iterations", self.decay_iterations)
         check_non_negative_int("exploration_moves", self.exploration_moves, optional=True)

@@ -19,6 +19,7 @@ from ._loss import loss
 
 # `fold_in` index for draws shared by all rows of a move: row keys use 0 .. num_envs - 1.
 _MOVE_STREAM = 2**31 - 1
+_PAST_STREAM = 2**31 - 2
 
 
 class Metrics(eqx.Module):
@@ -75,6 +76,10 @@ class TrainState(AbstractTrainState):
     metrics: Metrics
     key: PRNGKey
     """The run's key; `AlphaZero.train` derives each step's key from it and `iteration`."""
+    past_params: PyTree[Array] | None
+    """Kept past versions of `params`, stacked on a leading axis of
+    `config.past_opponents` (see [`azx.alphazero.Config.past_opponent_fraction`][]);
+    `None` without past opponents."""
     net_static: Any = eqx.field(static=True)
     """The network's non-array parts (structure, activation functions, sizes); `net` puts
     `params` back into them."""
@@ -146,6 +151,11 @@ class AlphaZero(AbstractTrainer[TrainState]):
             raise ValueError(
                 f"AlphaZero trains 1-player games and 2-player zero-sum games; the "
                 f"environment has num_players={env.num_players}"
+            )
+        if config.past_opponent_fraction and env.num_players != 2:
+            raise ValueError(
+                f"past_opponent_fraction={config.past_opponent_fraction} needs a two-player "
+                f"game; the environment has num_players={env.num_players}"
             )
         if config.augment_symmetries and not env.symmetries():
             raise ValueError(
@@ -229,6 +239,11 @@ class AlphaZero(AbstractTrainer[TrainState]):
             iteration=jnp.int32(0),
             metrics=_zero_metrics(),
             key=key,
+            past_params=(
+                jax.tree.map(lambda p: jnp.stack([p] * self.config.past_opponents), params)
+                if self.config.past_opponent_fraction
+                else None
+            ),
             net_static=net_static,
         )
 
@@ -249,6 +264,14 @@ class AlphaZero(AbstractTrainer[TrainState]):
             # target adds nothing to the policy loss); its position still trains the value.
             action = jnp.where(full_search, action, best)
             policy_target = jnp.where(full_search, policy_target, 0.0)
+        root_value = out.root_value
+        if self.config.past_opponent_fraction:
+            past_action, past_root_value, past_moves = self._past_search(
+                state, key, search_keys, first_row
+            )
+            action = jnp.where(past_moves, past_action, action)
+            policy_target = jnp.where(past_moves[:, None], 0.0, policy_target)
+            root_value = jnp.where(past_moves, past_root_value, root_value)
         if self.config.random_opening_moves or self.config.random_move_probability:
             # Streams apart from the other keys, so that runs without random moves are
             # unchanged.
@@ -275,7 +298,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             policy_target=policy_target,
             reward=reward,
             discount=jnp.where(same_mover, gamma, -gamma).astype(jnp.float32),
-            root_value=out.root_value,
+            root_value=root_value,
         )
         terminated = jax.vmap(env.terminated)(next_state)
         truncated = jax.vmap(env.truncated)(next_state)
@@ -289,7 +312,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             jnp.sum(done, dtype=jnp.int32),
             jnp.sum(jnp.where(done, episode_return, 0.0)),
             jnp.sum(jnp.where(done, episode_length, 0), dtype=jnp.int32),
-            jnp.sum(out.root_value),
+            jnp.sum(root_value),
         )
         env_state = select_rows(done, jax.vmap(env.init)(reset_keys), next_state)
         state = eqx.tree_at(
@@ -322,6 +345,61 @@ class AlphaZero(AbstractTrainer[TrainState]):
         fast = self.search.with_num_simulations(config.fast_search_simulations)
         out = jax.lax.cond(full_search, search_with(self.search), search_with(fast))
         return out, full_search
+
+    def _past_search(self, state: TrainState, key: PRNGKey, search_keys, first_row):
+        """In every `n`-th game row, the search of a past network (one of
+        `state.past_params`, drawn for this move): its actions and root values, widened to
+        all rows, and where its moves replace the current network's."""
+        n = round(1 / self.config.past_opponent_fraction)
+        rows = search_keys.shape[0]
+        if rows % n:
+            raise ValueError(
+                f"past_opponent_fraction=1/{n} needs the game rows on each device ({rows}) "
+                f"to be a multiple of {n}"
+            )
+        kept = jnp.minimum(
+            state.iteration // self.config.past_opponent_interval + 1, self.config.past_opponents
+        )
+        index = jax.random.randint(jax.random.fold_in(key, _PAST_STREAM), (), 0, kept)
+        past_net = eqx.combine(
+            jax.tree.map(lambda leaf: leaf[index], state.past_params), state.net_static
+        )
+
+        # The rows whose global index is n - 1 modulo n; shards start at multiples of n.
+        def pick(x):
+            return x[n - 1 :: n]
+
+        out = self.search(
+            past_net,
+            self.env,
+            jax.tree.map(pick, state.tree),
+            jax.tree.map(pick, state.env_state),
+            key=pick(search_keys),
+        )
+        # Alternate games give the past network player 1 and player 0.
+        global_row = first_row + jnp.arange(rows)
+        past_player = (global_row // n) % 2
+        mover = jax.vmap(self.env.current_player)(state.env_state)
+        past_moves = (global_row % n == n - 1) & (mover == past_player)
+        widen = lambda current, past: current.at[n - 1 :: n].set(past)  # noqa: E731
+        return (
+            widen(jnp.zeros(rows, out.action.dtype), out.action),
+            widen(jnp.zeros(rows, out.root_value.dtype), out.root_value),
+            past_moves,
+        )
+
+    def _keep_past_params(self, state: TrainState) -> TrainState:
+        """Every `past_opponent_interval` iterations, the current parameters replace the
+        oldest kept version."""
+        interval, kept = self.config.past_opponent_interval, self.config.past_opponents
+        take = state.iteration % interval == 0
+        slot = (state.iteration // interval) % kept
+        past_params = jax.tree.map(
+            lambda past, now: jnp.where(take, past.at[slot].set(now), past),
+            state.past_params,
+            state.params,
+        )
+        return eqx.tree_at(lambda s: s.past_params, state, past_params)
 
     def _sample(self, buffer: BufferState, key: PRNGKey, first_row) -> Batch:
         # Stratified by game row: every row gives `batch_size // num_envs` positions drawn
@@ -478,5 +556,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
         `learn` (`train_steps` updates). Pure: the same state and key give the same result.
         """
         play_key, learn_key = jax.random.split(key)
+        if self.config.past_opponent_fraction:
+            state = self._keep_past_params(state)
         state = self.learn(self.self_play(state, play_key), learn_key)
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
