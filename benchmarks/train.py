@@ -1,6 +1,11 @@
 """Training throughput of the presets: self-play moves/s and learner updates/s.
 
     python -m benchmarks.train [--presets tic_tac_toe connect_four] [--repeats 5] [--json PATH]
+    python -m benchmarks.train --presets othello --resnet 16x1 32x4
+
+`--resnet CHANNELSxBLOCKS` times each preset again with an `AlphaZeroResNet` of that size
+in place of its network, once with `lax.conv` and once with the convolutions as matrix
+products (`conv_as_matmul`), in the same process.
 
 Self-play and learning are timed separately (`AlphaZero.self_play` and `AlphaZero.learn`,
 each jitted), compile time apart from steady state (median of `--repeats` calls after a
@@ -8,6 +13,7 @@ warm-up). The learner is timed on a buffer filled by self-play, so its updates a
 """
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -24,8 +30,14 @@ def _timed(function, *args):
     return out, time.perf_counter() - start
 
 
-def measure(name: str, repeats: int) -> dict:
+def measure(name: str, repeats: int, resnet: tuple[int, int, bool] | None = None) -> dict:
     preset = azx.presets.get(name)
+    network = preset.network
+    if resnet is not None:
+        channels, blocks, as_matmul = resnet
+        options = {"channels": channels, "num_blocks": blocks, "conv_as_matmul": as_matmul}
+        preset = dataclasses.replace(preset, network="resnet", network_options=options)
+        network = f"resnet {channels}x{blocks} {'matmul' if as_matmul else 'lax.conv'}"
     trainer, state = preset.build(seed=0)
     config = trainer.config
     self_play = eqx.filter_jit(trainer.self_play)
@@ -49,7 +61,7 @@ def measure(name: str, repeats: int) -> dict:
     return {
         "preset": name,
         "env": preset.env,
-        "network": preset.network,
+        "network": network,
         "search": preset.search,
         "num_simulations": preset.search_options["num_simulations"],
         "num_envs": config.num_envs,
@@ -86,11 +98,26 @@ def main(argv=None):
     parser.add_argument("--presets", nargs="+", default=["tic_tac_toe", "connect_four"])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--json", help="write the records to this JSON file")
+    parser.add_argument(
+        "--resnet",
+        nargs="+",
+        default=[],
+        metavar="CxB",
+        help="instead of the presets' networks, AlphaZeroResNets of C channels and B blocks",
+    )
     args = parser.parse_args(argv)
+    sizes = []
+    for spec in args.resnet:
+        channels, _, blocks = spec.partition("x")
+        if not (channels.isdigit() and blocks.isdigit()):
+            parser.error(f"--resnet takes CHANNELSxBLOCKS such as 16x1, got {spec!r}")
+        sizes.append((int(channels), int(blocks)))
+    variants = [(c, b, m) for c, b in sizes for m in (False, True)] or [None]
     records = []
     for name in args.presets:
-        records.append(measure(name, args.repeats))
-        print(f"measured {name}", flush=True)
+        for variant in variants:
+            records.append(measure(name, args.repeats, variant))
+            print(f"measured {name} {records[-1]['network']}", flush=True)
     print(table(records))
     if args.json:
         with open(args.json, "w") as file:

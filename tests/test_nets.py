@@ -115,6 +115,33 @@ def test_resnet_depth_and_width_are_configurable():
     assert len(mlp.trunk.layers) == 3 and mlp.policy_head.in_features == 64
 
 
+@pytest.mark.parametrize("shape", [(8, 8, 2), (6, 7, 2), (9,)])
+def test_resnet_convolutions_as_matrix_products_match_lax_conv(shape):
+    # The same parameters through both ways of convolving: the same logits and value, on
+    # square and non-square boards and on a feature strip, and the same gradients.
+    def build(as_matmul):
+        return azx.nets.AlphaZeroResNet(
+            shape, 5, channels=8, num_blocks=2, conv_as_matmul=as_matmul, key=jax.random.key(0)
+        )
+
+    observations = jax.random.normal(jax.random.key(1), (4, *shape))
+    lax_net, matmul_net = build(False), build(True)
+    for a, b in zip(jax.tree.leaves(lax_net), jax.tree.leaves(matmul_net), strict=True):
+        np.testing.assert_array_equal(a, b)
+    lax_out, matmul_out = jax.vmap(lax_net)(observations), jax.vmap(matmul_net)(observations)
+    for a, b in zip(lax_out, matmul_out, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+
+    def loss(net):
+        logits, value = jax.vmap(net)(observations)
+        return jnp.sum(jax.nn.log_softmax(logits)[:, 0]) + jnp.sum(value)
+
+    lax_grads = eqx.filter_grad(loss)(lax_net)
+    matmul_grads = eqx.filter_grad(loss)(matmul_net)
+    for a, b in zip(jax.tree.leaves(lax_grads), jax.tree.leaves(matmul_grads), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
+
+
 def test_uniform_policy():
     net = azx.nets.UniformPolicy(7)
     logits, value = net(jnp.zeros((6, 7, 2), jnp.bool_))

@@ -26,28 +26,49 @@ def _image_shape(observation_shape: tuple[int, ...]) -> tuple[int, int, int]:
     return height, width, channels
 
 
+def _conv_as_matmul(weight: Float[Array, "d c k k"], x: Float[Array, "c h w"]):
+    """A stride-1 "SAME" convolution with an odd square kernel, as one matrix product: the
+    `k * k` shifted copies of the padded input stacked on the channel axis (im2col), then
+    multiplied by the kernel flattened the same way. The same cross-correlation as
+    `lax.conv`, up to the order of the sums."""
+    out_channels, in_channels, size, _ = weight.shape
+    _, height, width = x.shape
+    half = size // 2
+    padded = jnp.pad(x, ((0, 0), (half, half), (half, half)))
+    shifted = [
+        padded[:, dy : dy + height, dx : dx + width] for dy in range(size) for dx in range(size)
+    ]
+    columns = jnp.reshape(jnp.stack(shifted, axis=1), (in_channels * size * size, height, width))
+    return jnp.einsum("dk,khw->dhw", jnp.reshape(weight, (out_channels, -1)), columns)
+
+
 class _ConvNorm(eqx.Module):
     conv: eqx.nn.Conv2d
     norm: eqx.nn.GroupNorm
+    as_matmul: bool | None = eqx.field(static=True)
 
-    def __init__(self, in_channels, out_channels, kernel_size, groups, *, key):
+    def __init__(self, in_channels, out_channels, kernel_size, groups, as_matmul, *, key):
         self.conv = eqx.nn.Conv2d(
             in_channels, out_channels, kernel_size, padding="SAME", use_bias=False, key=key
         )
         self.norm = eqx.nn.GroupNorm(groups, out_channels)
+        self.as_matmul = as_matmul
 
     def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "d h w"]:
-        return self.norm(self.conv(x))
+        as_matmul = self.as_matmul
+        if as_matmul is None:
+            as_matmul = jax.default_backend() == "cpu"
+        return self.norm(_conv_as_matmul(self.conv.weight, x) if as_matmul else self.conv(x))
 
 
 class _ResidualBlock(eqx.Module):
     first: _ConvNorm
     second: _ConvNorm
 
-    def __init__(self, channels, groups, *, key):
+    def __init__(self, channels, groups, as_matmul, *, key):
         first_key, second_key = jax.random.split(key)
-        self.first = _ConvNorm(channels, channels, 3, groups, key=first_key)
-        self.second = _ConvNorm(channels, channels, 3, groups, key=second_key)
+        self.first = _ConvNorm(channels, channels, 3, groups, as_matmul, key=first_key)
+        self.second = _ConvNorm(channels, channels, 3, groups, as_matmul, key=second_key)
 
     def __call__(self, x: Float[Array, "c h w"]) -> Float[Array, "c h w"]:
         return jax.nn.relu(x + self.second(jax.nn.relu(self.first(x))))
@@ -82,6 +103,7 @@ class AlphaZeroResNet(eqx.Module):
         value_hidden: int = 128,
         norm_groups: int = 8,
         bounded_value: bool = True,
+        conv_as_matmul: bool | None = None,
         key: PRNGKey,
     ):
         """**Arguments:**
@@ -94,6 +116,12 @@ class AlphaZeroResNet(eqx.Module):
         - `value_hidden`: units in the value head's hidden layer.
         - `norm_groups`: groups of the group normalisation; must divide `channels`.
         - `bounded_value`: squash the value with `tanh` (two-player zero-sum games).
+        - `conv_as_matmul`: compute each convolution as one matrix product over the
+          shifted copies of its input (im2col) instead of with `lax.conv`. XLA:CPU runs
+          `lax.conv` many times slower inside loops (`lax.scan`, `while_loop`: the search's
+          simulations and the learner's updates) than outside them, and matrix products
+          fast in both. `None` (default): the matrix product on the CPU backend,
+          `lax.conv` elsewhere. The parameters are the same either way.
         - `key`: random key for the initial weights (keyword-only).
         """
         self.observation_shape = check_shape(observation_shape)
@@ -107,11 +135,14 @@ class AlphaZeroResNet(eqx.Module):
         if channels % norm_groups:
             raise ValueError(f"norm_groups ({norm_groups}) must divide channels ({channels})")
         keys = jax.random.split(key, num_blocks + 5)
-        self.stem = _ConvNorm(in_channels, channels, 3, norm_groups, key=keys[0])
-        self.blocks = tuple(_ResidualBlock(channels, norm_groups, key=k) for k in keys[5:])
-        self.policy_conv = _ConvNorm(channels, 2, 1, 1, key=keys[1])
+        if conv_as_matmul not in (None, True, False):
+            raise ValueError(f"conv_as_matmul must be None, True or False, got {conv_as_matmul!r}")
+        matmul = conv_as_matmul
+        self.stem = _ConvNorm(in_channels, channels, 3, norm_groups, matmul, key=keys[0])
+        self.blocks = tuple(_ResidualBlock(channels, norm_groups, matmul, key=k) for k in keys[5:])
+        self.policy_conv = _ConvNorm(channels, 2, 1, 1, matmul, key=keys[1])
         self.policy_linear = eqx.nn.Linear(2 * height * width, num_actions, key=keys[2])
-        self.value_conv = _ConvNorm(channels, 1, 1, 1, key=keys[3])
+        self.value_conv = _ConvNorm(channels, 1, 1, 1, matmul, key=keys[3])
         hidden_key, out_key = jax.random.split(keys[4])
         self.value_hidden = eqx.nn.Linear(height * width, value_hidden, key=hidden_key)
         self.value_linear = eqx.nn.Linear(value_hidden, "scalar", key=out_key)
