@@ -381,12 +381,11 @@ class AlphaZero(AbstractTrainer[TrainState]):
         past_player = (global_row // n) % 2
         mover = jax.vmap(self.env.current_player)(state.env_state)
         past_moves = (global_row % n == n - 1) & (mover == past_player)
-        widen = lambda current, past: current.at[n - 1 :: n].set(past)  # noqa: E731
-        return (
-            widen(jnp.zeros(rows, out.action.dtype), out.action),
-            widen(jnp.zeros(rows, out.root_value.dtype), out.root_value),
-            past_moves,
-        )
+
+        def widen(past):
+            return jnp.zeros(rows, past.dtype).at[n - 1 :: n].set(past)
+
+        return widen(out.action), widen(out.root_value), past_moves
 
     def _keep_past_params(self, state: TrainState) -> TrainState:
         """Every `past_opponent_interval` iterations, the current parameters replace the

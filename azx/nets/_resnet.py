@@ -137,7 +137,7 @@ class AlphaZeroResNet(eqx.Module):
         keys = jax.random.split(key, num_blocks + 5)
         if conv_as_matmul not in (None, True, False):
             raise ValueError(f"conv_as_matmul must be None, True or False, got {conv_as_matmul!r}")
-        matmul = conv_as_matmul
+        matmul = conv_as_matmul  # every convolution of the network computed the same way
         self.stem = _ConvNorm(in_channels, channels, 3, norm_groups, matmul, key=keys[0])
         self.blocks = tuple(_ResidualBlock(channels, norm_groups, matmul, key=k) for k in keys[5:])
         self.policy_conv = _ConvNorm(channels, 2, 1, 1, matmul, key=keys[1])
