@@ -26,3 +26,26 @@ def check_non_negative_number(name: str, value: object) -> None:
         or not (math.isfinite(value) and value >= 0)
     ):
         raise ValueError(f"{name} must be a finite number >= 0, got {value!r}")
+
+
+def check_float(
+    name: str,
+    value: object,
+    *,
+    low: float = -math.inf,
+    high: float = math.inf,
+    low_open: bool = False,
+) -> None:
+    """`value` must be a real number in `[low, high]` (or `(low, high]` when `low_open`)."""
+    bracket = "(" if low_open else "["
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < low
+        or (low_open and value == low)
+        or value > high
+    ):
+        raise ValueError(
+            f"{name} must be a finite number in {bracket}{low}, {high}], got {value!r}"
+        )

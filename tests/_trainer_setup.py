@@ -9,7 +9,11 @@ def tic_tac_toe(num_envs: int = 8, *, search: str = "gumbel", reuse_tree: bool =
     env = azx.envs.make("tic_tac_toe")
     net = azx.nets.MLP(env.observation_shape, env.num_actions, width=32, key=jax.random.key(0))
     if search == "gumbel":
-        searcher = azx.search.Gumbel(8, max_num_considered_actions=4, reuse_tree=reuse_tree)
+        searcher = azx.search.Gumbel(
+            8,
+            root_policy=azx.search.SequentialHalving(max_num_considered_actions=4),
+            reuse_tree=reuse_tree,
+        )
     else:
         searcher = azx.search.PUCT(8, reuse_tree=reuse_tree)
     config = azx.alphazero.Config(

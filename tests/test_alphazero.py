@@ -154,7 +154,7 @@ def test_same_step_trains_2048_single_player_with_chance():
         bounded_value=False,
         key=jax.random.key(0),
     )
-    search = azx.search.Gumbel(16, gamma=0.99, q_normalisation="tree")
+    search = azx.search.Gumbel(16, gamma=0.99, qtransform=azx.search.QByTree())
     config = azx.alphazero.Config(
         num_envs=64, collect_steps=16, train_steps=8, batch_size=256, buffer_capacity=16384
     )
@@ -184,7 +184,9 @@ def test_random_moves_replace_the_search_choice_where_asked(opening, probability
     # which are random (varied across games, and not always what the search would play),
     # and except every move when random moves have probability 1.
     env = azx.envs.make("tic_tac_toe")
-    search = azx.search.PUCT(16, temperature=0.0, dirichlet_fraction=0.0)
+    search = azx.search.PUCT(
+        16, root_policy=azx.search.PUCTRoot(temperature=0.0, dirichlet_fraction=0.0)
+    )
     config = azx.alphazero.Config(
         num_envs=32,
         collect_steps=1,
@@ -280,8 +282,9 @@ def test_playout_cap_randomisation_mixes_full_and_fast_searches():
     # one for every game (its best move played, no policy target), full about as often as
     # asked; positions of both kinds get value targets.
     env = azx.envs.make("tic_tac_toe")
-    full = azx.search.Gumbel(16, gumbel_scale=0.0, max_num_considered_actions=9)
-    fast = azx.search.Gumbel(4, gumbel_scale=0.0, max_num_considered_actions=9)
+    halving = azx.search.SequentialHalving(gumbel_scale=0.0, max_num_considered_actions=9)
+    full = azx.search.Gumbel(16, root_policy=halving)
+    fast = azx.search.Gumbel(4, root_policy=halving)
     config = azx.alphazero.Config(
         num_envs=16,
         collect_steps=1,
@@ -340,7 +343,8 @@ def test_past_networks_play_one_side_of_every_nth_game():
     # policy target stored), alternately player 1 and player 0; every other move is the
     # current network's.
     env = azx.envs.make("tic_tac_toe")
-    search = azx.search.Gumbel(8, gumbel_scale=0.0, max_num_considered_actions=9)
+    halving = azx.search.SequentialHalving(gumbel_scale=0.0, max_num_considered_actions=9)
+    search = azx.search.Gumbel(8, root_policy=halving)
     config = azx.alphazero.Config(
         num_envs=16,
         collect_steps=1,

@@ -17,9 +17,17 @@ from azx.search import (
     UNVISITED,
     AbstractSearch,
     Gumbel,
+    GumbelRule,
+    LockstepBackend,
     MctxGumbel,
     MctxPUCT,
+    PUCTRoot,
+    PUCTRule,
+    QByTree,
+    ReferenceBackend,
+    RowBackend,
     SearchOutput,
+    SequentialHalving,
     Tree,
     make,
 )
@@ -34,7 +42,9 @@ NET = mlp(ENV, seed=5)
 SEARCHES = {
     "puct": PUCT(SIMULATIONS, reuse_tree=True),
     "puct-capacity-5": PUCT(SIMULATIONS, capacity=5, reuse_tree=True),
-    "gumbel": Gumbel(SIMULATIONS, reuse_tree=True, max_num_considered_actions=4),
+    "gumbel": Gumbel(
+        SIMULATIONS, reuse_tree=True, root_policy=SequentialHalving(max_num_considered_actions=4)
+    ),
     "gumbel-capacity-3-depth-2": Gumbel(SIMULATIONS, capacity=3, max_depth=2, reuse_tree=True),
 }
 
@@ -106,7 +116,7 @@ def test_invariants_over_several_moves(name, seed):
 
 def test_full_tree_keeps_searching_without_writing_out_of_bounds():
     # Capacity 2: the root and one child. Every other leaf is evaluated and backed up only.
-    search = PUCT(16, capacity=2, dirichlet_fraction=0.0)
+    search = PUCT(16, capacity=2, root_policy=PUCTRoot(dirichlet_fraction=0.0))
     states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=4)
     output, _, _ = _move(search, search.init(ENV, BATCH), states, jax.random.key(1))
     assert output.tree.visits.shape == (BATCH, 2)
@@ -147,18 +157,34 @@ def test_mctx_backend_behind_the_same_interface(cls):
     [
         (lambda: PUCT(0), "num_simulations"),
         (lambda: PUCT(8, capacity=1), "capacity"),
-        (lambda: PUCT(8, dirichlet_fraction=1.5), "dirichlet_fraction"),
-        (lambda: PUCT(8, temperature=-1.0), "temperature"),
+        (lambda: PUCT(8, root_policy=PUCTRoot(dirichlet_fraction=1.5)), "dirichlet_fraction"),
+        (lambda: PUCT(8, root_policy=PUCTRoot(temperature=-1.0)), "temperature"),
+        (lambda: PUCT(8, rule=PUCTRule(c_base=0.0)), "c_base"),
         (lambda: PUCT(8, gamma=0.0), "gamma"),
-        (lambda: Gumbel(8, q_normalisation="global"), "q_normalisation"),
-        (lambda: Gumbel(8, max_num_considered_actions=0), "max_num_considered_actions"),
-        (lambda: MctxGumbel(8, gumbel_scale=-1.0), "gumbel_scale"),
+        (lambda: SequentialHalving(max_num_considered_actions=0), "max_num_considered_actions"),
+        (lambda: MctxGumbel(8, root_policy=SequentialHalving(gumbel_scale=-1.0)), "gumbel_scale"),
+        (lambda: make("puct", 8, temperature=-1.0), "temperature"),
         (lambda: make("alphazero", 8), "algo"),
         (lambda: make("puct", 8, backend="mctx", reuse_tree=True), "MctxPUCT"),
     ],
 )
 def test_configuration_errors_name_the_bad_value(build, message):
     with pytest.raises(ValueError, match=message):
+        build()
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: PUCT(8, rule=GumbelRule()), "rule"),
+        (lambda: Gumbel(8, qtransform="tree"), "qtransform"),
+        (lambda: Gumbel(8, backend="row"), "backend"),
+    ],
+)
+def test_parts_of_the_wrong_kind_are_refused(build, message):
+    # A ValueError from the search's own check, or the runtime type checker's TypeError
+    # (on in the tests) for the field's annotation, first.
+    with pytest.raises((ValueError, TypeError), match=message):
         build()
 
 
@@ -179,7 +205,7 @@ def test_storing_only_what_a_step_reads_changes_nothing(game):
     env = azx.envs.make(game)
     net = mlp(env, seed=3)
     states = random_positions(env, jax.random.key(4), 2, max_moves=6)
-    search = Gumbel(6, max_num_considered_actions=4)
+    search = Gumbel(6, root_policy=SequentialHalving(max_num_considered_actions=4))
 
     def run(search):
         output = eqx.filter_jit(search)(
@@ -194,7 +220,7 @@ def test_storing_only_what_a_step_reads_changes_nothing(game):
         ".rewards",
     }
     pruned, pruned_words = run(search)
-    full, full_words = run(dataclasses.replace(search, stored_leaves="all"))
+    full, full_words = run(dataclasses.replace(search, store_all_state_leaves=True))
     assert pruned_words < full_words
     legal = jax.vmap(env.legal_action_mask)(states)
     assert bool(jnp.all(legal[jnp.arange(2), pruned.action]))
@@ -228,7 +254,7 @@ def test_packed_states_round_trip():
 
 BACKUP_CASES = {
     **{name: (search, ENV) for name, search in SEARCHES.items()},
-    "puct-chain-discount": (PUCT(SIMULATIONS, gamma=0.9, q_normalisation="tree"), RewardChain()),
+    "puct-chain-discount": (PUCT(SIMULATIONS, gamma=0.9, qtransform=QByTree()), RewardChain()),
     "gumbel-chain-discount": (Gumbel(SIMULATIONS, gamma=0.9, reuse_tree=True), RewardChain()),
 }
 
@@ -252,23 +278,32 @@ def _two_moves(search, env, net, states):
 
 
 @pytest.mark.parametrize("name", sorted(BACKUP_CASES))
-def test_row_and_lockstep_code_agree_bit_for_bit(name):
-    """With `kernels="row"` the backup runs one batch row at a time (`azx.search._rows`)
-    and PUCT's descent finishes its last rows one at a time; with `kernels="lockstep"` all
+def test_every_backend_agrees_with_the_reference_bit_for_bit(name):
+    """With `RowBackend` the backup runs one batch row at a time (`azx.search._rows`)
+    and PUCT's descent finishes its last rows one at a time; with `LockstepBackend` all
     rows move together. Over two moves (so that reused statistics are backed up into as
-    well), both must leave the same trees."""
+    well), both must leave the same trees as `ReferenceBackend`, the plain specification
+    of the descent and the backup."""
     search, env = BACKUP_CASES[name]
     net = NET if env is ENV else mlp(env, seed=2)
     states = random_positions(env, jax.random.key(3), BATCH, max_moves=8)
-    rows = _two_moves(dataclasses.replace(search, kernels="row"), env, net, states)[-1]
-    lockstep = _two_moves(dataclasses.replace(search, kernels="lockstep"), env, net, states)[-1]
-    assert_trees_equal(rows, lockstep)
+    rows = _two_moves(dataclasses.replace(search, backend=RowBackend()), env, net, states)[-1]
+    lockstep = _two_moves(dataclasses.replace(search, backend=LockstepBackend()), env, net, states)[
+        -1
+    ]
+    reference = _two_moves(
+        dataclasses.replace(search, backend=ReferenceBackend()), env, net, states
+    )[-1]
+    assert_trees_equal(rows, reference)
+    assert_trees_equal(lockstep, reference)
 
 
 ORDER_CASES = {
     "default": Gumbel(SIMULATIONS),
     # Four of the seven actions considered: the first round chooses among more than it visits.
-    "four-considered-reused": Gumbel(SIMULATIONS, max_num_considered_actions=4, reuse_tree=True),
+    "four-considered-reused": Gumbel(
+        SIMULATIONS, root_policy=SequentialHalving(max_num_considered_actions=4), reuse_tree=True
+    ),
     # A tree that fills up: the order decides which nodes are stored, so it is kept.
     "capacity-9": Gumbel(SIMULATIONS, capacity=9),
 }
@@ -289,7 +324,9 @@ def test_gumbel_rounds_in_any_order_leave_the_same_statistics(name):
         return (output.action, output.policy_target, *stats)
 
     any_order = _two_moves(search, ENV, NET, states)
-    sequential = _two_moves(dataclasses.replace(search, reorder_rounds=False), ENV, NET, states)
+    halving = dataclasses.replace(search.root_policy, reorder_rounds=False)
+    in_order = dataclasses.replace(search, root_policy=halving)
+    sequential = _two_moves(in_order, ENV, NET, states)
     for a, b in zip(any_order, sequential):
         assert_trees_equal(summary(a), summary(b))
         np.testing.assert_allclose(np.asarray(a.root_value), np.asarray(b.root_value), atol=1e-6)
@@ -314,23 +351,24 @@ def test_cpu_row_loops_compile_to_one_kernel(q_normalisation):
 
 
 def _check_row_loops_compile_to_one_kernel(q_normalisation):
-    from azx.search import _kernels, _rows, _select
+    from azx.search import _backend, _rows
 
-    search = PUCT(SIMULATIONS, q_normalisation=q_normalisation)
+    qtransform = QByTree() if q_normalisation == "tree" else azx.search.QBySiblings()
+    search = PUCT(SIMULATIONS, qtransform=qtransform)
     states = random_positions(ENV, jax.random.key(0), BATCH, max_moves=4)
     tree = eqx.filter_jit(search)(NET, ENV, search.init(ENV, BATCH), states, key=jax.random.key(0))
     tree = tree.tree
-    path = _kernels.path_buffer(BATCH, SIMULATIONS)
+    path = search.backend.path_buffer(BATCH, SIMULATIONS)
     rows = jnp.zeros((BATCH,), jnp.int32)
-    tree_range = _select.tree_q_range(tree) if q_normalisation == "tree" else None
+    tree_range = qtransform.range(tree)
 
     def finish(tree, path, rows):
         return _rows.finish_descent(
-            tree, search._select, tree_range, SIMULATIONS, jnp.int32(0), rows, path, rows
+            tree, search.rule, tree_range, SIMULATIONS, jnp.int32(0), rows, path, rows
         )
 
     # The per-action arrays of a game with the most actions the row descent is used for.
-    shape = tree.children.shape[:2] + (_kernels.ROW_LOOPS_MAX_ACTIONS,)
+    shape = tree.children.shape[:2] + (_backend.ROW_LOOPS_MAX_ACTIONS,)
     widest = eqx.tree_at(
         lambda t: (t.children, t.edge_visits, t.edge_q, t.selection_prior),
         tree,
@@ -354,7 +392,7 @@ def test_masked_best_matches_argmax_and_max():
     score = jnp.round(2.0 * jax.random.normal(keys[0], (512, 7))) / 2.0
     legal = jax.random.bernoulli(keys[1], 0.6, (512, 7))
     legal = legal.at[:8].set(False)
-    action, best = jax.jit(azx.search._select.masked_best)(score, legal)
+    action, best = jax.jit(azx.search._simulate.masked_best)(score, legal)
     masked = jnp.where(legal, score, -jnp.inf)
     np.testing.assert_array_equal(action, jnp.argmax(masked, axis=-1))
     np.testing.assert_array_equal(best, jnp.max(masked, axis=-1))

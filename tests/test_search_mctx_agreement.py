@@ -16,7 +16,16 @@ import pytest
 from test_search_common import RewardChain, mlp, random_positions
 
 import azx
-from azx.search import PUCT, Gumbel, evaluate, transition
+from azx.search import (
+    PUCT,
+    Gumbel,
+    PUCTRoot,
+    QBySiblings,
+    QByTree,
+    SequentialHalving,
+    evaluate,
+    transition,
+)
 
 
 BATCH = 8
@@ -95,12 +104,11 @@ def _compare(algo, env, net, gamma, tree_normalisation, seed):
         search = PUCT(
             SIMULATIONS,
             gamma=gamma,
-            dirichlet_fraction=0.0,
-            temperature=0.0,
-            q_normalisation="tree" if tree_normalisation else "siblings",
+            root_policy=PUCTRoot(dirichlet_fraction=0.0, temperature=0.0),
+            qtransform=QByTree() if tree_normalisation else QBySiblings(),
         )
     else:
-        search = Gumbel(SIMULATIONS, gamma=gamma, gumbel_scale=0.0)
+        search = Gumbel(SIMULATIONS, gamma=gamma, root_policy=SequentialHalving(gumbel_scale=0.0))
     states = random_positions(env, jax.random.key(seed), BATCH, max_moves=6)
     key = jax.random.key(seed + 100)
     action, weights, value, visits = _native(search, net, env, states, key)
@@ -146,7 +154,7 @@ def test_single_player_game_with_rewards_and_discount_agrees_with_mctx(algo):
 def test_sequential_halving_schedule_matches_mctx():
     from mctx._src import seq_halving
 
-    from azx.search._qtransforms import considered_visits_table
+    from azx.search._gumbel import considered_visits_table
 
     for considered, simulations in [(16, 32), (4, 64), (7, 50), (1, 5), (16, 200)]:
         expected = seq_halving.get_table_of_considered_visits(considered, simulations)
@@ -158,7 +166,7 @@ def test_sequential_halving_schedule_matches_mctx():
 def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value):
     """The completed Q of each node's children equals mctx's transform on a one-node tree
     holding the same statistics, for nodes with no visited child, some, and all."""
-    from azx.search._qtransforms import completed_q
+    from azx.search._gumbel import completed_q
 
     rows, actions = 64, 7
     keys = jax.random.split(jax.random.key(3), 5)
@@ -200,10 +208,11 @@ def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value):
 def test_trainer_stores_the_gumbel_policy_target(target):
     # One self-play move of the trainer, against mctx's Gumbel search on the same roots:
     # the buffer holds mctx's action weights (the improved policy), or with
-    # `policy_target="visits"` its visit counts normalised.
+    # `visit_count_target=True` its visit counts normalised.
     env = azx.envs.make("tic_tac_toe")
     net = mlp(env, 3)
-    search = Gumbel(SIMULATIONS, gumbel_scale=0.0, policy_target=target)
+    halving = SequentialHalving(gumbel_scale=0.0, visit_count_target=target == "visits")
+    search = Gumbel(SIMULATIONS, root_policy=halving)
     config = azx.alphazero.Config(
         num_envs=BATCH, collect_steps=1, train_steps=1, batch_size=BATCH, buffer_capacity=BATCH
     )

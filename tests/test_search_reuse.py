@@ -11,7 +11,7 @@ import numpy as np
 from test_search_common import mlp, random_positions
 
 import azx
-from azx.search import NO_PARENT, PUCT, UNVISITED, Gumbel
+from azx.search import NO_PARENT, PUCT, UNVISITED, Gumbel, SequentialHalving
 
 
 BATCH = 4
@@ -120,7 +120,9 @@ def test_puct_advance_matches_brute_force_copy():
 
 def test_gumbel_advance_resets_where_the_move_was_never_searched():
     # Two considered actions: the others have no node, so advancing along one resets.
-    search = Gumbel(SIMULATIONS, reuse_tree=True, max_num_considered_actions=2)
+    search = Gumbel(
+        SIMULATIONS, reuse_tree=True, root_policy=SequentialHalving(max_num_considered_actions=2)
+    )
 
     def least_visited_legal(output):
         visits = output.tree.root_child_visits()

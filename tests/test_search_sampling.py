@@ -10,7 +10,7 @@ import scipy.stats
 from test_search_common import play, search_uniform
 
 import azx
-from azx.search import PUCT, Gumbel
+from azx.search import PUCT, Gumbel, PUCTRoot, SequentialHalving
 
 
 ROWS = 3000
@@ -24,7 +24,7 @@ def test_puct_root_noise_follows_the_dirichlet_distribution(alpha):
     # size an alpha of 0.33 in place of 0.3 fails the test.)
     env = azx.envs.make("tic_tac_toe")
     moves = [0, 4, 8, 2]
-    search = PUCT(1, dirichlet_alpha=alpha, dirichlet_fraction=1.0)
+    search = PUCT(1, root_policy=PUCTRoot(dirichlet_alpha=alpha, dirichlet_fraction=1.0))
     out = search_uniform(search, env, play(env, [moves] * ROWS), jax.random.key(1))
     prior = np.asarray(out.tree.selection_prior[:, 0], np.float64)
     legal = np.ones(9, bool)
@@ -47,7 +47,7 @@ def test_puct_samples_actions_by_their_visits(temperature):
     # block at 2: the visits (14 there, 2 on each other free cell) are uneven enough that
     # a temperature of 0.8 or 1.25 in place of 1 fails this test by a wide margin.
     env = azx.envs.make("tic_tac_toe")
-    search = PUCT(24, dirichlet_fraction=0.0, temperature=temperature)
+    search = PUCT(24, root_policy=PUCTRoot(dirichlet_fraction=0.0, temperature=temperature))
     out = search_uniform(search, env, play(env, [[0, 3, 1]] * ROWS), jax.random.key(2))
     target = np.asarray(out.policy_target)
     np.testing.assert_array_equal(target, np.broadcast_to(target[0], target.shape))
@@ -67,7 +67,7 @@ def test_gumbel_root_noise_follows_the_gumbel_distribution():
     # the largest `gumbel + logits`; with equal logits over n legal actions that is each
     # action with probability 1 / n, independently per row.
     env = azx.envs.make("tic_tac_toe")
-    search = Gumbel(1, max_num_considered_actions=9)
+    search = Gumbel(1, root_policy=SequentialHalving(max_num_considered_actions=9))
     out = search_uniform(search, env, play(env, [[4]] * ROWS), jax.random.key(3))
     visited = np.asarray(out.tree.root_child_visits()).argmax(axis=1)
     counts = np.bincount(visited, minlength=9)

@@ -14,7 +14,7 @@ import pytest
 from test_search_common import play, search_uniform
 
 import azx
-from azx.search import PUCT, Gumbel
+from azx.search import PUCT, Gumbel, PUCTRoot
 
 
 # (moves so far, winning or saving actions)
@@ -55,7 +55,7 @@ def test_finds_wins_and_blocks(game, algo):
     states = play(env, [moves for moves, _ in cases for _ in range(COPIES)])
     simulations = SIMULATIONS[game, algo]
     if algo == "puct":
-        search = PUCT(simulations, temperature=0.0)
+        search = PUCT(simulations, root_policy=PUCTRoot(temperature=0.0))
     else:
         search = Gumbel(simulations)
     output = search_uniform(search, env, states, jax.random.key(0))
@@ -77,7 +77,7 @@ def test_values_are_for_the_player_to_move():
     # lost; the root value is O's.
     # Same configuration and batch size as the tic_tac_toe case above: no new compile.
     states = play(env, [[0, 1, 4, 8, 6]] * len(POSITIONS["tic_tac_toe"]) * COPIES)
-    search = PUCT(SIMULATIONS["tic_tac_toe", "puct"], temperature=0.0)
+    search = PUCT(SIMULATIONS["tic_tac_toe", "puct"], root_policy=PUCTRoot(temperature=0.0))
     output = search_uniform(search, env, states, jax.random.key(1))
     assert np.all(np.asarray(output.root_value) < -0.5)
     assert jnp.all(output.policy_target.sum(axis=1) > 0.99)

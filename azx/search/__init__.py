@@ -1,7 +1,13 @@
-"""Batched search: one interface, a native MCTS and an mctx backend."""
+"""Batched search: one interface, a native MCTS made of injected parts, and an mctx backend."""
 
 from ._abstract import AbstractSearch as AbstractSearch, SearchOutput as SearchOutput
-from ._kernels import Kernels as Kernels
+from ._backend import (
+    AbstractBackend as AbstractBackend,
+    LockstepBackend as LockstepBackend,
+    PlatformBackend as PlatformBackend,
+    RowBackend as RowBackend,
+)
+from ._gumbel import GumbelRule as GumbelRule, SequentialHalving as SequentialHalving
 from ._make import make as make
 from ._mctx import (
     AbstractMctxSearch as AbstractMctxSearch,
@@ -11,6 +17,8 @@ from ._mctx import (
 )
 from ._model import (
     ILLEGAL_LOGIT as ILLEGAL_LOGIT,
+    AbstractModel as AbstractModel,
+    EnvironmentModel as EnvironmentModel,
     Evaluation as Evaluation,
     PolicyValueNet as PolicyValueNet,
     Transition as Transition,
@@ -18,9 +26,20 @@ from ._model import (
     transition as transition,
 )
 from ._native import PUCT as PUCT, AbstractNativeSearch as AbstractNativeSearch, Gumbel as Gumbel
+from ._puct import PUCTRoot as PUCTRoot, PUCTRule as PUCTRule
+from ._simulate import (
+    AbstractQTransform as AbstractQTransform,
+    AbstractRootPolicy as AbstractRootPolicy,
+    AbstractSelectionRule as AbstractSelectionRule,
+    QBySiblings as QBySiblings,
+    QByTree as QByTree,
+    ReferenceBackend as ReferenceBackend,
+    RootPlan as RootPlan,
+)
 from ._tree import (
     NO_PARENT as NO_PARENT,
     ROOT_INDEX as ROOT_INDEX,
     UNVISITED as UNVISITED,
+    Node as Node,
     Tree as Tree,
 )

@@ -1,15 +1,32 @@
 """The lockstep kernels: every batch row moves together, one level (descent) or a few
 path positions (backup) per iteration of a `while_loop`, with one gather and one scatter
-per array per iteration. The default on every platform but XLA:CPU, and on XLA:CPU in games
-with many actions (`azx.search._kernels`).
+per array per iteration. [`azx.search.LockstepBackend`][]'s, and
+[`azx.search.PlatformBackend`][]'s on every platform but XLA:CPU.
 """
+
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from ._select import Node, Select
-from ._tree import DISCOUNT, REWARD, UNVISITED, VALUE, VISITS, Tree, flat, take, with_statistics
+from ._tree import (
+    DISCOUNT,
+    REWARD,
+    UNVISITED,
+    VALUE,
+    VISITS,
+    Node,
+    Tree,
+    flat,
+    take,
+    with_statistics,
+)
+
+
+#: A selection rule as the kernels call it (`azx.search.AbstractSelectionRule`): each row's
+#: action at the node and its score.
+Select = Callable[[Node], tuple[Int[Array, " batch"], Float[Array, " batch"]]]
 
 
 #: Path positions the backup handles per iteration of its loop.
@@ -125,17 +142,11 @@ def level_step(arrays, rows, read, select, tree_range):
     `read` fetches: the edge taken (its flat index), whether the descent goes through it,
     and its child."""
     node_stats, edge_visits, edge_q, prior, children = arrays
-    node = Node(
-        stats=read(node_stats),
-        visits=read(edge_visits),
-        q=read(edge_q),
-        prior=read(prior),
-        tree_low=None if tree_range is None else tree_range[0],
-        tree_high=None if tree_range is None else tree_range[1],
-    )
+    stats = read(node_stats)
+    node = Node.from_rows(stats, read(edge_visits), read(edge_q), read(prior), tree_range)
     action, best = select(node)
     # A legal action's score is finite: `-inf` means the node has none.
-    go = (node.stats[:, DISCOUNT] != 0) & (best > -jnp.inf)  # discount 0: terminal
+    go = (stats[:, DISCOUNT] != 0) & (best > -jnp.inf)  # discount 0: terminal
     edge = rows * prior.shape[1] + action
     return edge, go, take(children, edge)
 
@@ -147,7 +158,7 @@ def backup(
     leaf: Int[Array, " batch"],
     leaf_value: Float[Array, " batch"],
 ) -> Tree:
-    """`azx.search._kernels.backup` for all rows in lockstep. A `while_loop` walks the path
+    """`AbstractBackend.backup` for all rows in lockstep. A `while_loop` walks the path
     upwards `BACKUP_CHUNK` positions at a time, starting at the chunk of the deepest leaf in
     the batch, so the work follows the real depth rather than `max_depth`; each iteration
     gathers its positions' rows of `node_stats` once and writes the new mean value and

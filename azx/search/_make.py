@@ -1,7 +1,11 @@
+"""Searches by name and flat options: what presets, saved run configurations and the
+command line use."""
+
 from ._abstract import AbstractSearch
-from ._config import check_choice
+from ._gumbel import GumbelRule, SequentialHalving
 from ._mctx import MctxGumbel, MctxPUCT
 from ._native import PUCT, Gumbel
+from ._puct import PUCTRoot, PUCTRule
 
 
 _SEARCHES = {
@@ -9,6 +13,21 @@ _SEARCHES = {
     ("gumbel", "native"): Gumbel,
     ("puct", "mctx"): MctxPUCT,
     ("gumbel", "mctx"): MctxGumbel,
+}
+
+#: Each algorithm's parts, and the options that configure them.
+_PARTS = {
+    "puct": {
+        "rule": (PUCTRule, ("c_init", "c_base")),
+        "root_policy": (PUCTRoot, ("dirichlet_alpha", "dirichlet_fraction", "temperature")),
+    },
+    "gumbel": {
+        "rule": (GumbelRule, ("value_scale", "maxvisit_init", "rescale_values", "use_mixed_value")),
+        "root_policy": (
+            SequentialHalving,
+            ("max_num_considered_actions", "gumbel_scale", "reorder_rounds", "visit_count_target"),
+        ),
+    },
 }
 
 
@@ -21,15 +40,24 @@ def make(algo: str, num_simulations: int, *, backend: str = "native", **options)
     - `num_simulations`: simulations per search.
     - `backend`: `"native"` ([`azx.search.PUCT`][], [`azx.search.Gumbel`][]) or `"mctx"`
       ([`azx.search.MctxPUCT`][], [`azx.search.MctxGumbel`][]).
-    - `**options`: the chosen class's keyword arguments. `capacity`, `reuse_tree`,
-      `kernels` and `stored_leaves` (and Gumbel's `reorder_rounds` and `policy_target`)
+    - `**options`: the options of the algorithm's parts, flat (PUCT: `c_init`, `c_base`
+      of [`azx.search.PUCTRule`][]; `dirichlet_alpha`, `dirichlet_fraction`,
+      `temperature` of [`azx.search.PUCTRoot`][]. Gumbel: those of
+      [`azx.search.GumbelRule`][] and [`azx.search.SequentialHalving`][]), and the chosen
+      class's own keyword arguments. `capacity`, `reuse_tree` and `store_all_state_leaves`
       exist only natively (mctx rebuilds its tree every search).
 
     **Raises:** `ValueError` for an unknown name or an option the chosen search lacks.
     """
-    check_choice("algo", algo, ("puct", "gumbel"))
-    check_choice("backend", backend, ("native", "mctx"))
+    if algo not in _PARTS:
+        raise ValueError(f"algo must be one of 'puct', 'gumbel'; got {algo!r}")
+    if (algo, backend) not in _SEARCHES:
+        raise ValueError(f"backend must be one of 'native', 'mctx'; got {backend!r}")
     cls = _SEARCHES[algo, backend]
+    options = dict(options)
+    for field, (part, names) in _PARTS[algo].items():
+        given = {name: options.pop(name) for name in names if name in options}
+        options[field] = part(**given)
     try:
         return cls(num_simulations, **options)
     except TypeError as error:

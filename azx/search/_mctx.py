@@ -11,17 +11,13 @@ from jaxtyping import Array, Bool, Float, Int
 
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey, PRNGKeys
+from .._validate import check_float, check_positive_int
 from ..envs import AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput
-from ._config import (
-    Q_NORMALISATIONS,
-    check_choice,
-    check_float,
-    check_optional_positive_int,
-    check_positive_int,
-)
-from ._model import PolicyValueNet, check_players, evaluate, row_keys, transition
-from ._qtransforms import completed_q, puct_value_score
+from ._gumbel import GumbelRule, SequentialHalving, completed_q
+from ._model import EnvironmentModel, PolicyValueNet, check_players, evaluate, row_keys
+from ._puct import PUCTRoot, PUCTRule, puct_value_score
+from ._simulate import AbstractQTransform, QBySiblings
 
 
 class MctxTree(eqx.Module):
@@ -32,9 +28,11 @@ class MctxTree(eqx.Module):
 
 
 def _recurrent_fn(net: PolicyValueNet, env: AbstractEnv, gamma: float):
+    model = EnvironmentModel(env=env, net=net, gamma=gamma)
+
     def recurrent_fn(params, key, action, state):
         del params  # the network is closed over, so that mctx never differentiates it
-        step = transition(net, env, state, action, key, gamma)
+        step = model.step(state, action, row_keys(key, action.shape[0]))
         output = mctx.RecurrentFnOutput(
             reward=step.reward,
             discount=step.discount,
@@ -56,7 +54,7 @@ def _tree_q_range(tree: mctx.Tree) -> tuple[Float[Array, ""], Float[Array, ""]]:
 
 
 def qtransform_by_tree(tree: mctx.Tree, node_index: Int[Array, ""]) -> Float[Array, " A"]:
-    """mctx Q transform for PUCT with `q_normalisation="tree"`: Q scaled by the min/max Q
+    """mctx Q transform for PUCT with [`azx.search.QByTree`][]: Q scaled by the min/max Q
     of all visited edges of the tree; unvisited actions score 0."""
     low, high = _tree_q_range(tree)
     return puct_value_score(
@@ -76,7 +74,7 @@ def qtransform_completed_by_tree(
     maxvisit_init: float,
     use_mixed_value: bool,
 ) -> Float[Array, " A"]:
-    """mctx Q transform for Gumbel with `q_normalisation="tree"`: completed Q rescaled by
+    """mctx Q transform for Gumbel with [`azx.search.QByTree`][]: completed Q rescaled by
     the min/max over the tree's visited edges and the node's own completed Q."""
     low, high = _tree_q_range(tree)
     return completed_q(
@@ -105,14 +103,25 @@ class AbstractMctxSearch(AbstractSearch):
     """A search by one of mctx's policies, which builds a fresh tree every search: what
     [`azx.search.MctxPUCT`][] and [`azx.search.MctxGumbel`][] share.
 
-    Subclasses give their fields and `__init__`, and `_policy`, the mctx call for a batch
-    under one key.
+    They take the same parts as the native searches ([`azx.search.PUCT`][],
+    [`azx.search.Gumbel`][]), less the tree's (no capacity, reuse or backend), and hand
+    them to mctx; subclasses give `_policy`, the mctx call for a batch under one key.
     """
 
     num_simulations: eqx.AbstractVar[int]
+    rule: eqx.AbstractVar[PUCTRule | GumbelRule]
+    root_policy: eqx.AbstractVar[PUCTRoot | SequentialHalving]
+    qtransform: eqx.AbstractVar[AbstractQTransform]
     max_depth: eqx.AbstractVar[int | None]
     gamma: eqx.AbstractVar[float]
-    q_normalisation: eqx.AbstractVar[str]
+
+    def __check_init__(self):
+        check_positive_int("num_simulations", self.num_simulations)
+        if self.max_depth is not None:
+            check_positive_int("max_depth", self.max_depth)
+        check_float("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
+        if not isinstance(self.qtransform, AbstractQTransform):
+            raise ValueError(f"qtransform must be an AbstractQTransform, got {self.qtransform!r}")
 
     @abc.abstractmethod
     def _policy(
@@ -159,57 +168,33 @@ class AbstractMctxSearch(AbstractSearch):
         return tree
 
 
+def _part(default):
+    return eqx.field(default_factory=default, kw_only=True)
+
+
+def _static(default):
+    return eqx.field(static=True, default=default, kw_only=True)
+
+
 class MctxPUCT(AbstractMctxSearch):
-    """AlphaZero/MuZero PUCT search by `mctx.muzero_policy` (no tree reuse)."""
+    """AlphaZero/MuZero PUCT search by `mctx.muzero_policy` (no tree reuse).
+
+    **Arguments:** as [`azx.search.PUCT`][], without `capacity`, `reuse_tree`, `backend` and
+    `store_all_state_leaves`.
+    """
 
     num_simulations: int = eqx.field(static=True)
-    max_depth: int | None = eqx.field(static=True)
-    gamma: float = eqx.field(static=True)
-    c_init: float = eqx.field(static=True)
-    c_base: float = eqx.field(static=True)
-    dirichlet_alpha: float = eqx.field(static=True)
-    dirichlet_fraction: float = eqx.field(static=True)
-    temperature: float = eqx.field(static=True)
-    q_normalisation: str = eqx.field(static=True)
-
-    def __init__(
-        self,
-        num_simulations: int,
-        *,
-        max_depth: int | None = None,
-        gamma: float = 1.0,
-        c_init: float = 1.25,
-        c_base: float = 19652.0,
-        dirichlet_alpha: float = 0.3,
-        dirichlet_fraction: float = 0.25,
-        temperature: float = 1.0,
-        q_normalisation: str = "siblings",
-    ):
-        """**Arguments:** as [`azx.search.PUCT`][], without `capacity` and `reuse_tree`."""
-        check_positive_int("num_simulations", num_simulations)
-        check_optional_positive_int("max_depth", max_depth)
-        check_float("gamma", gamma, low=0.0, high=1.0, low_open=True)
-        check_float("c_init", c_init, low=0.0)
-        check_float("c_base", c_base, low=0.0, low_open=True)
-        check_float("dirichlet_alpha", dirichlet_alpha, low=0.0, low_open=True)
-        check_float("dirichlet_fraction", dirichlet_fraction, low=0.0, high=1.0)
-        check_float("temperature", temperature, low=0.0)
-        check_choice("q_normalisation", q_normalisation, Q_NORMALISATIONS)
-        self.num_simulations = num_simulations
-        self.max_depth = max_depth
-        self.gamma = float(gamma)
-        self.c_init = float(c_init)
-        self.c_base = float(c_base)
-        self.dirichlet_alpha = float(dirichlet_alpha)
-        self.dirichlet_fraction = float(dirichlet_fraction)
-        self.temperature = float(temperature)
-        self.q_normalisation = q_normalisation
+    rule: PUCTRule = _part(PUCTRule)
+    root_policy: PUCTRoot = _part(PUCTRoot)
+    qtransform: AbstractQTransform = _part(QBySiblings)
+    max_depth: int | None = _static(None)
+    gamma: float = _static(1.0)
 
     def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)
         qtransform = (
             mctx.qtransform_by_parent_and_siblings
-            if self.q_normalisation == "siblings"
+            if isinstance(self.qtransform, QBySiblings)
             else qtransform_by_tree
         )
         with third_party_numerics():
@@ -222,80 +207,48 @@ class MctxPUCT(AbstractMctxSearch):
                 invalid_actions=~evaluation.legal_action_mask,
                 max_depth=self.max_depth,
                 qtransform=qtransform,
-                dirichlet_fraction=self.dirichlet_fraction,
-                dirichlet_alpha=self.dirichlet_alpha,
-                pb_c_init=self.c_init,
-                pb_c_base=self.c_base,
-                temperature=self.temperature,
+                dirichlet_fraction=self.root_policy.dirichlet_fraction,
+                dirichlet_alpha=self.root_policy.dirichlet_alpha,
+                pb_c_init=self.rule.c_init,
+                pb_c_base=self.rule.c_base,
+                temperature=self.root_policy.temperature,
             )
         value = output.search_tree.summary().value
         return output.action.astype(jnp.int32), output.action_weights, value
 
 
 class MctxGumbel(AbstractMctxSearch):
-    """Gumbel MuZero search by `mctx.gumbel_muzero_policy` (no tree reuse)."""
+    """Gumbel MuZero search by `mctx.gumbel_muzero_policy` (no tree reuse).
+
+    **Arguments:** as [`azx.search.Gumbel`][], without `capacity`, `reuse_tree`, `backend`
+    and `store_all_state_leaves`; the root policy's `reorder_rounds` and
+    `visit_count_target` are native only.
+    """
 
     num_simulations: int = eqx.field(static=True)
-    max_depth: int | None = eqx.field(static=True)
-    gamma: float = eqx.field(static=True)
-    max_num_considered_actions: int = eqx.field(static=True)
-    gumbel_scale: float = eqx.field(static=True)
-    value_scale: float = eqx.field(static=True)
-    maxvisit_init: float = eqx.field(static=True)
-    rescale_values: bool = eqx.field(static=True)
-    use_mixed_value: bool = eqx.field(static=True)
-    q_normalisation: str = eqx.field(static=True)
-
-    def __init__(
-        self,
-        num_simulations: int,
-        *,
-        max_depth: int | None = None,
-        gamma: float = 1.0,
-        max_num_considered_actions: int = 16,
-        gumbel_scale: float = 1.0,
-        value_scale: float = 0.1,
-        maxvisit_init: float = 50.0,
-        rescale_values: bool = True,
-        use_mixed_value: bool = True,
-        q_normalisation: str = "siblings",
-    ):
-        """**Arguments:** as [`azx.search.Gumbel`][], without `capacity` and `reuse_tree`."""
-        check_positive_int("num_simulations", num_simulations)
-        check_optional_positive_int("max_depth", max_depth)
-        check_float("gamma", gamma, low=0.0, high=1.0, low_open=True)
-        check_positive_int("max_num_considered_actions", max_num_considered_actions)
-        check_float("gumbel_scale", gumbel_scale, low=0.0)
-        check_float("value_scale", value_scale, low=0.0, low_open=True)
-        check_float("maxvisit_init", maxvisit_init, low=0.0)
-        check_choice("q_normalisation", q_normalisation, Q_NORMALISATIONS)
-        self.num_simulations = num_simulations
-        self.max_depth = max_depth
-        self.gamma = float(gamma)
-        self.max_num_considered_actions = max_num_considered_actions
-        self.gumbel_scale = float(gumbel_scale)
-        self.value_scale = float(value_scale)
-        self.maxvisit_init = float(maxvisit_init)
-        self.rescale_values = bool(rescale_values)
-        self.use_mixed_value = bool(use_mixed_value)
-        self.q_normalisation = q_normalisation
+    rule: GumbelRule = _part(GumbelRule)
+    root_policy: SequentialHalving = _part(SequentialHalving)
+    qtransform: AbstractQTransform = _part(QBySiblings)
+    max_depth: int | None = _static(None)
+    gamma: float = _static(1.0)
 
     def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)
-        if self.q_normalisation == "siblings":
+        rule = self.rule
+        if isinstance(self.qtransform, QBySiblings):
             qtransform = functools.partial(
                 mctx.qtransform_completed_by_mix_value,
-                value_scale=self.value_scale,
-                maxvisit_init=self.maxvisit_init,
-                rescale_values=self.rescale_values,
-                use_mixed_value=self.use_mixed_value,
+                value_scale=rule.value_scale,
+                maxvisit_init=rule.maxvisit_init,
+                rescale_values=rule.rescale_values,
+                use_mixed_value=rule.use_mixed_value,
             )
         else:
             qtransform = functools.partial(
                 qtransform_completed_by_tree,
-                value_scale=self.value_scale,
-                maxvisit_init=self.maxvisit_init,
-                use_mixed_value=self.use_mixed_value,
+                value_scale=rule.value_scale,
+                maxvisit_init=rule.maxvisit_init,
+                use_mixed_value=rule.use_mixed_value,
             )
         with third_party_numerics():
             output = mctx.gumbel_muzero_policy(
@@ -307,8 +260,8 @@ class MctxGumbel(AbstractMctxSearch):
                 invalid_actions=~evaluation.legal_action_mask,
                 max_depth=self.max_depth,
                 qtransform=qtransform,
-                max_num_considered_actions=self.max_num_considered_actions,
-                gumbel_scale=self.gumbel_scale,
+                max_num_considered_actions=self.root_policy.max_num_considered_actions,
+                gumbel_scale=self.root_policy.gumbel_scale,
             )
         value = output.search_tree.summary().value
         return output.action.astype(jnp.int32), output.action_weights, value

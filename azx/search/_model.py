@@ -1,5 +1,7 @@
-"""The environment plus network as the search's model: evaluation and transitions."""
+"""The search's model of the world: what a search asks of it (`AbstractModel`), and its
+first implementation, an environment plus a network (`EnvironmentModel`)."""
 
+import abc
 from collections.abc import Callable
 from typing import TypeAlias
 
@@ -44,6 +46,58 @@ class Transition(eqx.Module):
     reward: Float[Array, " batch"]
     discount: Float[Array, " batch"]
     evaluation: Evaluation
+
+
+class AbstractModel(eqx.Module):
+    """What a search asks of the world it plans in: evaluate a batch of states, and apply a
+    batch of actions. A search never reads a state itself; it stores states in its tree and
+    hands them back, so a state is any pytree (an environment state, an embedding).
+
+    Whose turn it is, and what the reward and discount are, come with each step
+    ([`azx.search.Transition`][]): the discount is `-gamma` when the turn passes to the
+    other player, `+gamma` when the same player moves again, and 0 at terminal states, so
+    the search backs values up without knowing the players.
+
+    Two models beyond [`azx.search.EnvironmentModel`][] fit this interface without any
+    change to the search's loop:
+
+    - **A learned model** (MuZero): the state is an embedding; `root` maps the root's
+      observations to embeddings by the representation network and evaluates them by the
+      prediction network; `step` applies the dynamics network, whose reward head gives the
+      reward, and predicts the child (the discount is `gamma`, or `-gamma` in a two-player
+      game where the model keeps the turn; no state is terminal inside the search).
+    - **A stochastic model** (Stochastic MuZero, games with dice or random tiles): a step
+      alternates decision and chance: a decision's child is an afterstate whose
+      `Evaluation` carries the known distribution of chance outcomes as its prior (logits
+      over the outcomes, illegal ones masked), and the step from an afterstate applies an
+      outcome with discount `+1` and no reward. The tree then marks which nodes are chance
+      nodes, where selection follows the outcome distribution instead of the rule.
+    """
+
+    @abc.abstractmethod
+    def root(self, state: EnvState) -> Evaluation:
+        """The evaluation of a batch of states (the roots of a search; leading axis
+        `batch`)."""
+
+    @abc.abstractmethod
+    def step(self, state: EnvState, action: Int[Array, " batch"], key: PRNGKeys) -> Transition:
+        """Apply one action in each of a batch of states (one key per row): the children,
+        the reward and discount of each edge, and the children's evaluations."""
+
+
+class EnvironmentModel(AbstractModel):
+    """A perfect simulator: the environment steps, the network evaluates (AlphaZero)."""
+
+    env: AbstractEnv
+    net: PolicyValueNet
+    gamma: float = eqx.field(static=True)
+    """Discount per move."""
+
+    def root(self, state: EnvState) -> Evaluation:
+        return evaluate(self.net, self.env, state)
+
+    def step(self, state: EnvState, action: Int[Array, " batch"], key: PRNGKeys) -> Transition:
+        return transition(self.net, self.env, state, action, key, self.gamma)
 
 
 def row_keys(key: PRNGKey | PRNGKeys, batch_size: int) -> PRNGKeys:

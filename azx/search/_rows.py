@@ -4,7 +4,7 @@ Every access in these loops is a slice of one row or a few elements, so each ite
 touches less than XLA:CPU's threshold for a small loop (1 KB), and XLA compiles the nested
 loops into one function (`SmallWhileLoopHoistingPass`): a single kernel whose cost follows
 each row's own path length rather than the deepest path in the batch. On other platforms,
-or with more actions than `azx.search._kernels.ROW_LOOPS_MAX_ACTIONS`, they would be loops
+or with more actions than `azx.search._backend.ROW_LOOPS_MAX_ACTIONS`, they would be loops
 of separate kernels and far slower than lockstep.
 """
 
@@ -12,8 +12,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float, Int
 
-from ._lockstep import level_step, selection_arrays
-from ._select import Select
+from ._lockstep import Select, level_step, selection_arrays
 from ._tree import (
     DISCOUNT,
     NUM_NODE_STATS,
@@ -78,7 +77,7 @@ def backup(
     leaf: Int[Array, " batch"],
     leaf_value: Float[Array, " batch"],
 ) -> Tree:
-    """`azx.search._kernels.backup` one batch row at a time, one path position at a time,
+    """`AbstractBackend.backup` one batch row at a time, one path position at a time,
     in scalars: `dynamic_slice`s and in-place `dynamic_update_slice`s of a few elements.
     The arrays can be written in place because every read of `node_stats` but the one that
     updates a row comes after that update.

@@ -1,21 +1,36 @@
-"""The simulation loop of the native search: descend, expand, back up.
+"""The native search's loop, and the parts a search is made of.
 
 One simulation, for the whole batch at once:
 
-1. descend: from the root, select an edge at each node until an edge without a node, a
-   terminal node or the depth limit (`azx.search._kernels.descend`); the loop carries each
-   row's current node and the path taken, never the tree;
-2. expand: one batched environment step and network call from the leaf's parent, the new
-   node written into the next free slot (`azx.search._tree.store_node`) and its state
-   into the state store (`azx.search._store.store_state`);
-3. back up: the returns along the path, from the leaf upwards, added to each node's mean
-   value and visit count (`azx.search._kernels.backup`).
+1. **descend**: from the root, the selection rule picks an edge at each node until an edge
+   without a node, a terminal node or the depth limit;
+2. **expand**: the model steps once from the leaf's parent and evaluates the child; the new
+   node goes into the next free slot of the tree;
+3. **back up**: the returns along the path, from the leaf upwards, are added to each node's
+   mean value and visit count.
 
-`simulate` runs `num_simulations` of them in one `fori_loop`.
+`simulate` runs `num_simulations` of them. What a search injects into this loop are small
+modules, each abstract or final:
+
+- the selection rule ([`azx.search.AbstractSelectionRule`][]: PUCT's, Gumbel's);
+- the Q transform ([`azx.search.AbstractQTransform`][]): the range that Q values are
+  normalised by, the node's own or the whole tree's;
+- the root policy ([`azx.search.AbstractRootPolicy`][]): how the root's prior and its
+  selection are set up (PUCT's Dirichlet noise, Gumbel's sequential halving) and how the
+  action and the policy target are read from the statistics afterwards;
+- the model ([`azx.search.AbstractModel`][]): how a batch of states is evaluated and
+  stepped;
+- the backend ([`azx.search.AbstractBackend`][]): how the descent, the backup and the
+  nodes' states run on the platform, the same arrays bit for bit on every backend.
+
+[`azx.search.ReferenceBackend`][], at the end of this file, writes the descent and the
+backup plainly: with the loop, it is the specification the fast backends are tested
+against.
 """
 
+import abc
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import equinox as eqx
 import jax
@@ -23,33 +38,133 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from .._types import EnvState, PRNGKeys
-from ..envs import AbstractEnv
-from . import _kernels
-from ._model import Evaluation, PolicyValueNet, Transition, transition
-from ._select import Select, root_node, tree_q_range
-from ._store import (
-    batch_major,
-    pack_state,
-    parent_state,
-    slot_major,
-    slot_major_row,
-    staging_buffers,
-    store_state,
-)
+from ._backend import AbstractBackend, RootEdge
+from ._model import AbstractModel, Evaluation, Transition
 from ._tree import (
-    DISCOUNT,
-    RAW_VALUE,
-    REWARD,
     ROOT_INDEX,
     UNVISITED,
-    VALUE,
-    VISITS,
+    Node,
     Tree,
     flat,
     node_stats_rows,
     store_node,
     take,
+    tree_q_range,
 )
+
+
+class AbstractQTransform(eqx.Module):
+    """How Q values are scaled to [0, 1] before they enter selection: by a range that the
+    loop computes once per simulation (`range`), or by each node's own values (no range)."""
+
+    @abc.abstractmethod
+    def range(self, tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " batch"]] | None:
+        """Each tree's low and high Q for this simulation, or None to scale by each node's
+        own value and its children's Q."""
+
+
+class QBySiblings(AbstractQTransform):
+    """Q scaled by the min and max over the node's value and its children's Q (mctx's
+    `qtransform_by_parent_and_siblings`; for Gumbel, mctx's rescaling of completed Q)."""
+
+    def range(self, tree: Tree) -> None:
+        del tree
+        return None
+
+
+class QByTree(AbstractQTransform):
+    """Q scaled by the min and max Q over every visited edge of the whole tree (MuZero's
+    normalisation; suits single-player games whose returns are on an unknown scale)."""
+
+    def range(self, tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " batch"]]:
+        return tree_q_range(tree)
+
+
+class AbstractSelectionRule(eqx.Module):
+    """Which edge a simulation takes at a node below the root (and at the root too, unless
+    the root policy selects there)."""
+
+    #: Whether the rule is cheap enough for the CPU row kernel to finish descents with it
+    #: (see [`azx.search.RowBackend`][]); a rule that reads much per level is not.
+    row_loop_descent: eqx.AbstractClassVar[bool]
+
+    @abc.abstractmethod
+    def __call__(self, node: Node) -> tuple[Int[Array, " batch"], Float[Array, " batch"]]:
+        """Each row's action at `node` and its score (`masked_best`'s: `-inf` where the
+        node has no legal action)."""
+
+
+#: A root selection (Gumbel's sequential halving): from the tree, the simulation's index,
+#: each root action's visits in this search so far and the Q range (or None), each row's
+#: action at the root.
+RootSelect = Callable[
+    [Tree, Int[Array, ""], Int[Array, "batch num_actions"], Any], Int[Array, " batch"]
+]
+
+
+class RootPlan(NamedTuple):
+    """What a root policy sets up before the simulations."""
+
+    prior: Float[Array, "batch num_actions"]
+    """The prior the root's selection reads (`prior_probabilities`: `-inf` where illegal)."""
+    select: RootSelect | None
+    """The root's own selection, or None to select there with the search's rule."""
+    search_key: PRNGKeys
+    """One key per row for the simulations."""
+    memo: Any
+    """Whatever `decide` needs of the set-up (noise, keys)."""
+
+
+class AbstractRootPolicy(eqx.Module):
+    """How a search treats its roots: the prior and selection the simulations start from,
+    and the action and policy target read from the statistics they leave."""
+
+    @abc.abstractmethod
+    def plan(self, search: Any, evaluation: Evaluation, tree: Tree, key: PRNGKeys) -> RootPlan:
+        """Set up the roots of a search (`search`: the native search running it)."""
+
+    @abc.abstractmethod
+    def decide(
+        self,
+        search: Any,
+        plan: RootPlan,
+        evaluation: Evaluation,
+        tree: Tree,
+        search_visits: Int[Array, "batch num_actions"],
+    ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"]]:
+        """Each row's action and policy target, from the tree after the simulations and
+        each root action's visits in this search (counted only with a root selection)."""
+
+
+def masked_best(
+    score: Float[Array, "batch num_actions"], legal_action_mask: Bool[Array, "batch num_actions"]
+) -> tuple[Int[Array, " batch"], Float[Array, " batch"]]:
+    """The legal action with the highest score and that score (`-inf`, with action 0, where
+    no action is legal), in one reduction.
+
+    Ties go to the lowest index, as with `jnp.argmax`, so a search without noise is
+    deterministic. Unlike `jnp.argmax` it does not look for NaN, which no score is, and that
+    check is a large part of the scalar code of the CPU row kernels.
+    """
+    masked = jnp.where(legal_action_mask, score, -jnp.inf)
+    index = jax.lax.broadcasted_iota(jnp.int32, masked.shape, masked.ndim - 1)
+
+    def better(a, b):
+        (a_score, a_index), (b_score, b_index) = a, b
+        a_wins = (a_score > b_score) | ((a_score == b_score) & (a_index < b_index))
+        return jnp.where(a_wins, a_score, b_score), jnp.where(a_wins, a_index, b_index)
+
+    identity = (jnp.asarray(-jnp.inf, masked.dtype), jnp.int32(jnp.iinfo(jnp.int32).max))
+    best, action = jax.lax.reduce((masked, index), identity, better, (masked.ndim - 1,))
+    return action, best
+
+
+def prior_probabilities(
+    logits: Float[Array, "batch num_actions"], legal_action_mask: Bool[Array, "batch num_actions"]
+) -> Float[Array, "batch num_actions"]:
+    """The prior as selection reads it: probabilities, `-inf` where illegal. Computed once
+    per node, when it is stored, rather than at every selection through it."""
+    return jnp.where(legal_action_mask, jax.nn.softmax(logits, axis=-1), -jnp.inf)
 
 
 def start(
@@ -63,18 +178,14 @@ def start(
     fresh = tree.num_nodes == 0
     if not reuse_tree:
         fresh = jnp.ones_like(fresh)
-    old = tree.node_stats[:, ROOT_INDEX]
+    old = tree.stats_at(ROOT_INDEX)
     stats = node_stats_rows(
-        jnp.where(fresh, evaluation.value, old[:, VALUE]),
-        jnp.where(fresh, 1.0, old[:, VISITS]),
-        evaluation.value,
-        old[:, REWARD],
-        jnp.where(evaluation.terminal, 0.0, 1.0),  # the root's discount marks it terminal
+        value=jnp.where(fresh, evaluation.value, old.value),
+        visits=jnp.where(fresh, 1.0, old.visits),
+        raw_value=evaluation.value,
+        reward=old.reward,
+        discount=jnp.where(evaluation.terminal, 0.0, 1.0),  # the root's discount: terminal?
     )
-
-    def set_root(x, v):
-        return x.at[:, ROOT_INDEX].set(v)
-
     # Every edge row but those of a reused tree's nodes is cleared here, once per search,
     # so that storing a node needs no scatter into these arrays.
     kept = (
@@ -96,86 +207,62 @@ def start(
         ),
         tree,
         (
-            set_root(tree.node_stats, stats),
+            tree.node_stats.at[:, ROOT_INDEX].set(stats),
             keep_or(tree.children, UNVISITED),
             keep_or(tree.edge_visits, 0.0),
             keep_or(tree.edge_q, 0.0),
-            set_root(tree.selection_prior, root_prior),
+            tree.selection_prior.at[:, ROOT_INDEX].set(root_prior),
             jnp.where(fresh, 1, tree.num_nodes),
         ),
     )
 
 
-#: A root selection rule (Gumbel's sequential halving): from the tree, the simulation's
-#: index, each root action's visits in this search so far and the tree's Q range (or None),
-#: each row's action at the root.
-RootSelect = Callable[
-    [Tree, Int[Array, ""], Int[Array, "batch num_actions"], Any], Int[Array, " batch"]
-]
-
-
 def simulate(
-    net: PolicyValueNet,
-    env: AbstractEnv,
+    search: Any,
+    model: AbstractModel,
     tree: Tree,
-    env_state: EnvState,
-    key: PRNGKeys,
-    *,
-    num_simulations: int,
-    max_depth: int | None,
-    gamma: float,
-    reuse_tree: bool,
-    q_normalisation: str,
-    kernels: _kernels.Kernels,
+    root_state: EnvState,
     root_select: RootSelect | None,
-    interior_select: Select,
-    rows_finish: bool,
-    selection_prior: Callable[[Evaluation], Float[Array, "batch num_actions"]],
+    key: PRNGKeys,
 ) -> tuple[Tree, Int[Array, "batch num_actions"]]:
-    """Run the simulations on a tree `start` prepared. Returns the tree and each root
-    action's visits in this search.
+    """Run `search.num_simulations` simulations on a tree `start` prepared. Returns the tree
+    and each root action's visits in this search (counted only with `root_select`).
 
-    Without `root_select` the root is selected like every other node, by `interior_select`,
-    inside the descent. `rows_finish`: see `azx.search._kernels.descend`.
+    `search`: the native search (its `rule`, `qtransform`, `backend`, `max_depth`,
+    `reuse_tree`). Without `root_select` the root is selected like every other node, by
+    the rule, inside the descent.
     """
+    rule: AbstractSelectionRule = search.rule
+    qtransform: AbstractQTransform = search.qtransform
+    backend: AbstractBackend = search.backend
     batch_size, capacity, num_actions = tree.children.shape
     if batch_size * capacity * num_actions >= 2**31:
         raise ValueError(
             f"batch_size * capacity * num_actions must be below 2**31 (edges are int32 "
             f"indices), got {batch_size} * {capacity} * {num_actions}"
         )
-    max_depth = min(max_depth or capacity - 1, capacity - 1)
+    max_depth = min(search.max_depth or capacity - 1, capacity - 1)
     batch = jnp.arange(batch_size)
     roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
     actions = jnp.arange(num_actions, dtype=jnp.int32)[None, :]
 
     if root_select is not None:
-        # What a given root action needs, constant through a search (no simulation writes
-        # the root's prior or its discount): which actions are legal, whether the root moves.
-        roots_before = root_node(tree)
-        root_legal = roots_before.legal_action_mask
-        root_moves = roots_before.stats[:, DISCOUNT] != 0
+        # Constant through a search (no simulation writes the root's prior or discount):
+        # which root actions are legal, and whether the root moves at all.
+        root_legal = tree.legal_action_mask[:, ROOT_INDEX]
+        root_moves = ~tree.terminal[:, ROOT_INDEX]
 
     def simulation(index, carry):
-        tree, words, search_visits, path, staging = carry
+        tree, store, search_visits, path = carry
 
         # 1. Descend.
-        tree_range = tree_q_range(tree) if q_normalisation == "tree" else None
+        q_range = qtransform.range(tree)
         root = None
         if root_select is not None:
-            root_action = root_select(tree, index, search_visits, tree_range)
+            root_action = root_select(tree, index, search_visits, q_range)
             legal = jnp.take_along_axis(root_legal, root_action[:, None], axis=1)[:, 0]
             root = (root_action, root_moves & legal)
-        path, num_edges = _kernels.descend(
-            kernels,
-            tree,
-            interior_select,
-            tree_range,
-            max_depth,
-            root,
-            path,
-            rows_finish=rows_finish,
-        )
+        path, num_edges = backend.descend(tree, rule, q_range, max_depth, root, path)
         has_edge = num_edges > 0
         last_edge = jnp.maximum(path[batch, num_edges], 0)  # column num_edges: the last edge
         parent = jnp.where(has_edge, jax.lax.div(last_edge, num_actions) - roots, ROOT_INDEX)
@@ -185,39 +272,31 @@ def simulate(
 
         # 2. Expand: one step from every row's leaf parent (also where there is nothing to
         # expand, as a batch steps together), stored where it is new and there is room.
-        staging, state = parent_state(tree.state_layout, words, slot_major_row(parent), staging)
+        store, state = backend.read_states(tree, store, parent)
         step_keys = jax.vmap(jax.random.fold_in, (0, None))(key, index)
-        step = transition(net, env, state, action, step_keys, gamma)
-        store = expand & (tree.num_nodes < capacity)
-        slot = jnp.where(store, tree.num_nodes, capacity)
-        tree = store_node(tree, slot, parent, action, step, selection_prior(step.evaluation))
-        words = store_state(words, slot, pack_state(tree.state_layout, step.state))
-        tree = eqx.tree_at(lambda t: t.num_nodes, tree, tree.num_nodes + store.astype(jnp.int32))
+        step = model.step(state, action, step_keys)
+        new = expand & (tree.num_nodes < capacity)
+        slot = jnp.where(new, tree.num_nodes, capacity)
+        prior = prior_probabilities(step.evaluation.logits, step.evaluation.legal_action_mask)
+        tree = store_node(tree, slot, parent, action, step, prior)
+        store = backend.write_states(tree, store, slot, step.state)
+        tree = eqx.tree_at(lambda t: t.num_nodes, tree, tree.num_nodes + new.astype(jnp.int32))
 
         # 3. Back up.
-        leaf, leaf_value = _leaf(tree, step, has_edge, expand, store, slot, parent, child)
-        end = jnp.where(expand & ~store, num_edges - 1, num_edges)
-        tree = _kernels.backup(kernels, tree, path, end, roots + leaf, leaf_value)
+        leaf, leaf_value = _leaf(tree, step, has_edge, expand, new, slot, parent, child)
+        end = jnp.where(expand & ~new, num_edges - 1, num_edges)
+        tree = backend.backup(tree, path, end, roots + leaf, leaf_value)
         if root_select is not None:
             root_hot = actions == root_action[:, None]
             search_visits = search_visits + (root_hot & root_moves[:, None]).astype(jnp.int32)
-        return tree, words, search_visits, path, staging
+        return tree, store, search_visits, path
 
-    # The nodes' states, in `slot_major` order for the search and in the tree's at the end
-    # (`start` leaves them alone). Without reuse nothing in the tree's words is kept, and
-    # their array serves as the buffer as it is.
-    if reuse_tree:
-        words = slot_major(tree.state_words)
-    else:
-        words = tree.state_words.reshape(capacity * batch_size, -1)
-    words = jax.lax.dynamic_update_slice(words, pack_state(tree.state_layout, env_state), (0, 0))
+    store = backend.open_states(tree, root_state, search.reuse_tree)
     search_visits = jnp.zeros((batch_size, num_actions), jnp.int32)
-    staging = staging_buffers(tree.state_layout, batch_size)
-    path = _kernels.path_buffer(batch_size, max_depth)
-    carry = (tree, words, search_visits, path, staging)
-    tree, words, search_visits, *_ = jax.lax.fori_loop(0, num_simulations, simulation, carry)
-    tree = eqx.tree_at(lambda t: t.state_words, tree, batch_major(words, batch_size))
-    return tree, search_visits
+    path = backend.path_buffer(batch_size, max_depth)
+    carry = (tree, store, search_visits, path)
+    tree, store, search_visits, _ = jax.lax.fori_loop(0, search.num_simulations, simulation, carry)
+    return backend.close_states(tree, store), search_visits
 
 
 def _leaf(
@@ -225,7 +304,7 @@ def _leaf(
     step: Transition,
     has_edge: Bool[Array, " batch"],
     expand: Bool[Array, " batch"],
-    store: Bool[Array, " batch"],
+    new: Bool[Array, " batch"],
     slot: Int[Array, " batch"],
     parent: Int[Array, " batch"],
     child: Int[Array, " batch"],
@@ -238,15 +317,121 @@ def _leaf(
     with its own network value (zero when terminal).
     """
     roots = jnp.arange(tree.batch_size, dtype=jnp.int32) * tree.capacity
-    leaf = jnp.where(store, slot, jnp.where(expand, parent, jnp.maximum(child, 0)))
+    leaf = jnp.where(new, slot, jnp.where(expand, parent, jnp.maximum(child, 0)))
     leaf = jnp.where(has_edge, leaf, ROOT_INDEX)
     leaf_value = jnp.where(
-        store,
+        new,
         step.evaluation.value,
         jnp.where(
             expand,
             step.reward + step.discount * step.evaluation.value,
-            take(flat(tree.node_stats), roots + leaf)[:, RAW_VALUE],
+            take(flat(tree.raw_value), roots + leaf),
         ),
     )
     return leaf, leaf_value
+
+
+class ReferenceBackend(AbstractBackend):
+    """The descent and the backup written as plainly as they can be: all rows together, one
+    level or one path position per loop iteration, reading the tree through its named
+    statistics. Slower than the others, which must give the same arrays bit for bit (the
+    tests compare them); it runs on every platform."""
+
+    def descend(
+        self,
+        tree: Tree,
+        rule: AbstractSelectionRule,
+        q_range: Any,
+        max_depth: int,
+        root: RootEdge,
+        path: Int[Array, "batch columns"],
+    ) -> tuple[Int[Array, "batch columns"], Int[Array, " batch"]]:
+        batch_size, capacity, num_actions = tree.children.shape
+        batch = jnp.arange(batch_size)
+
+        def level(carry):
+            depth, node, descending, path, num_edges = carry
+            action, best = rule(
+                Node.from_rows(
+                    tree.node_stats[batch, node],
+                    tree.edge_visits[batch, node],
+                    tree.edge_q[batch, node],
+                    tree.selection_prior[batch, node],
+                    q_range,
+                )
+            )
+            # A terminal node, or one without a legal action (its best score is -inf),
+            # ends the descent there.
+            go = ~tree.terminal[batch, node] & (best > -jnp.inf)
+            if root is not None:  # the root's edge is given
+                at_root = depth == 0
+                action = jnp.where(at_root, root[0], action)
+                go = jnp.where(at_root, root[1], go)
+            go = descending & go
+            edge = (batch * capacity + node) * num_actions + action
+            path = path.at[:, depth + 1].set(jnp.where(go, edge, path[:, depth + 1]))
+            child = tree.children[batch, node, action]
+            descending = go & (child != UNVISITED)
+            node = jnp.where(descending, child, node)
+            return depth + 1, node, descending, path, num_edges + go.astype(jnp.int32)
+
+        def more(carry):
+            depth, _, descending, *_ = carry
+            return (depth < max_depth) & jnp.any(descending)
+
+        start = jnp.zeros(batch_size, jnp.int32)
+        carry = (jnp.int32(0), start, jnp.ones(batch_size, bool), path, start)
+        _, _, _, path, num_edges = jax.lax.while_loop(more, level, carry)
+        return path, num_edges
+
+    def backup(
+        self,
+        tree: Tree,
+        path: Int[Array, "batch columns"],
+        end: Int[Array, " batch"],
+        leaf: Int[Array, " batch"],
+        leaf_value: Float[Array, " batch"],
+    ) -> Tree:
+        batch_size, capacity, num_actions = tree.children.shape
+        batch = jnp.arange(batch_size)
+        stats = tree.stats
+        leaf_node = leaf - batch * capacity
+
+        def position(carry):
+            # Position p of every path, from the deepest leaf up: the return G_p there is
+            # the leaf's value at the leaf, and reward + discount * G_{p+1} above it.
+            p, future, value, visits, edge_visits, edge_q = carry
+            on_path = p <= end
+            node = jnp.where(p == end, leaf_node, path[:, p + 1] // num_actions - batch * capacity)
+            node = jnp.maximum(node, 0)
+            returned = jnp.where(p == end, leaf_value, future)
+            count = visits[batch, node]
+            new_count = count + 1.0
+            new_mean = (value[batch, node] * count + returned) / new_count
+            value = value.at[batch, node].set(jnp.where(on_path, new_mean, value[batch, node]))
+            visits = visits.at[batch, node].set(jnp.where(on_path, new_count, count))
+            # The edge into the node (the root has none) gets the node's visits and Q.
+            reward, discount = stats.reward[batch, node], stats.discount[batch, node]
+            edge = jnp.where(on_path & (p > 0), path[:, p], edge_visits.size)
+            edge_visits = edge_visits.at[edge].set(new_count, mode="drop")
+            edge_q = edge_q.at[edge].set(reward + discount * new_mean, mode="drop")
+            future = reward + discount * returned
+            return p - 1, future, value, visits, edge_visits, edge_q
+
+        carry = (
+            jnp.max(end),
+            leaf_value,
+            stats.value,
+            stats.visits,
+            tree.edge_visits.reshape(-1),
+            tree.edge_q.reshape(-1),
+        )
+        _, _, value, visits, edge_visits, edge_q = jax.lax.while_loop(
+            lambda c: c[0] >= 0, position, carry
+        )
+        return tree.with_backed_up(
+            value,
+            visits,
+            edge_visits.reshape(tree.edge_visits.shape),
+            edge_q.reshape(tree.edge_q.shape),
+        )

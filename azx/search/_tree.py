@@ -1,5 +1,7 @@
-"""The native search tree: fixed-size per-node arrays, how a node is written, and subtree
-compaction for reuse."""
+"""The native search tree: fixed-size per-node arrays, how a node is written, the view of a
+node that selection reads, and subtree compaction for reuse."""
+
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -20,9 +22,65 @@ NO_PARENT = -1
 ROOT_INDEX = 0
 
 # Columns of `Tree.node_stats`: the scalars of a node that the descent and the backup read,
-# packed so that one gather fetches them all.
+# packed so that one gather fetches them all. Only the tree's own code and the kernels
+# (`azx.search._lockstep`, `azx.search._rows`) read columns; everything else reads the named
+# properties and fields below.
 VALUE, VISITS, RAW_VALUE, REWARD, DISCOUNT = range(5)
 NUM_NODE_STATS = 5
+
+
+class NodeStats(NamedTuple):
+    """The statistics of nodes, by name (one node per batch row, or every slot)."""
+
+    value: Float[Array, " batch *slots"]
+    """Mean of the values backed up through the node."""
+    visits: Float[Array, " batch *slots"]
+    """Visit count (its own evaluation counts as one)."""
+    raw_value: Float[Array, " batch *slots"]
+    """The network's value (zero at terminal states)."""
+    reward: Float[Array, " batch *slots"]
+    """Reward for the parent's mover on the edge into the node."""
+    discount: Float[Array, " batch *slots"]
+    """Discount on the edge into the node (zero exactly at terminal states)."""
+
+
+class Node(eqx.Module):
+    """What a selection rule reads at one node per batch row: the node's own statistics
+    and its edges' (one row per batch row), and the Q range of the simulation."""
+
+    value: Float[Array, " batch"]
+    """The node's mean backed-up value."""
+    visits: Float[Array, " batch"]
+    """The node's visit count."""
+    raw_value: Float[Array, " batch"]
+    """The network's value of the node."""
+    child_visits: Float[Array, "batch num_actions"]
+    """Visits of each edge (0 where the edge has no node)."""
+    child_q: Float[Array, "batch num_actions"]
+    """Q of each edge, `reward + discount * value` of the child (0 where no node)."""
+    prior: Float[Array, "batch num_actions"]
+    """The prior's probabilities; `-inf` where illegal."""
+    tree_low: Float[Array, " batch"] | None
+    """Low end of the Q range (`AbstractQTransform.range`), or None."""
+    tree_high: Float[Array, " batch"] | None
+
+    @property
+    def legal_action_mask(self) -> Bool[Array, "batch num_actions"]:
+        return self.prior > -jnp.inf
+
+    @classmethod
+    def from_rows(cls, stats, child_visits, child_q, prior, q_range) -> "Node":
+        """A node from its row of `Tree.node_stats` and its edge rows."""
+        return cls(
+            value=stats[:, VALUE],
+            visits=stats[:, VISITS],
+            raw_value=stats[:, RAW_VALUE],
+            child_visits=child_visits,
+            child_q=child_q,
+            prior=prior,
+            tree_low=None if q_range is None else q_range[0],
+            tree_high=None if q_range is None else q_range[1],
+        )
 
 
 class Tree(eqx.Module):
@@ -112,6 +170,37 @@ class Tree(eqx.Module):
     def legal_action_mask(self) -> Bool[Array, "batch capacity num_actions"]:
         return self.selection_prior > -jnp.inf
 
+    def stats_at(self, node: int) -> NodeStats:
+        """The statistics of slot `node` of every batch row."""
+        stats = self.node_stats[:, node]
+        return NodeStats(*(stats[:, column] for column in range(NUM_NODE_STATS)))
+
+    @property
+    def stats(self) -> NodeStats:
+        """The statistics of every node, `[batch, capacity]` each."""
+        return NodeStats(*(self.node_stats[..., column] for column in range(NUM_NODE_STATS)))
+
+    def with_backed_up(self, value, visits, edge_visits, edge_q) -> "Tree":
+        """The tree with new mean values and visit counts (`[batch, capacity]`) and edge
+        statistics (`[batch, capacity, num_actions]`): what a backup writes."""
+        node_stats = self.node_stats.at[..., VALUE].set(value).at[..., VISITS].set(visits)
+        return eqx.tree_at(
+            lambda t: (t.node_stats, t.edge_visits, t.edge_q),
+            self,
+            (node_stats, edge_visits, edge_q),
+        )
+
+    def node(self, slot: int, q_range=None) -> Node:
+        """Slot `slot` of every batch row as selection sees it; `q_range`: the Q
+        transform's range, or None."""
+        return Node.from_rows(
+            self.node_stats[:, slot],
+            self.edge_visits[:, slot],
+            self.edge_q[:, slot],
+            self.selection_prior[:, slot],
+            q_range,
+        )
+
     def child_visits(self, node: Int[Array, " batch"]) -> Int[Array, "batch num_actions"]:
         """Visit count of each edge out of `node` (0 where the edge has no node)."""
         return self.edge_visits[jnp.arange(self.batch_size), node].astype(jnp.int32)
@@ -122,16 +211,17 @@ class Tree(eqx.Module):
 
 
 def empty_tree(
-    env: AbstractEnv, batch_size: int, capacity: int, stored_leaves: str = "read"
+    env: AbstractEnv, batch_size: int, capacity: int, store_all_state_leaves: bool = False
 ) -> Tree:
     """An empty batch of trees (`num_nodes` 0; every slot is written before it is read).
-    `stored_leaves`: `"read"` keeps only the state leaves a step reads, `"all"` every one."""
+    The nodes' states keep only the leaves a step reads, or every leaf with
+    `store_all_state_leaves`."""
     shape = (batch_size, capacity)
     actions = (batch_size, capacity, env.num_actions)
     # The states only fix the pytree structure and shapes: a slot's state is written when
     # the slot is stored, before anything reads it, so the words start as zeros.
     one_state = env.init(jax.random.key(0))
-    stored = leaves_read_by_step(env, one_state) if stored_leaves == "read" else None
+    stored = None if store_all_state_leaves else leaves_read_by_step(env, one_state)
     layout = state_layout(one_state, stored)
     state_words = jnp.zeros(shape + (layout.words,), jnp.uint32)
     return Tree(
@@ -224,7 +314,18 @@ def keep_subtree(tree: Tree, action: Int[Array, " batch"], done: Bool[Array, " b
     return compact(tree, subtree_mask(tree, new_root))
 
 
-def node_stats_rows(value, visits, raw_value, reward, discount) -> Float[Array, "batch 5"]:
+def tree_q_range(tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " batch"]]:
+    """Min and max Q over every visited edge of each tree (MuZero's normalisation)."""
+    slots = jnp.arange(tree.capacity)[None, :]
+    stats = tree.node_stats
+    edge = (slots != ROOT_INDEX) & (slots < tree.num_nodes[:, None]) & (stats[..., VISITS] > 0)
+    q = stats[..., REWARD] + stats[..., DISCOUNT] * stats[..., VALUE]
+    low = jnp.min(jnp.where(edge, q, jnp.inf), axis=1)
+    high = jnp.max(jnp.where(edge, q, -jnp.inf), axis=1)
+    return low, high
+
+
+def node_stats_rows(*, value, visits, raw_value, reward, discount) -> Float[Array, "batch 5"]:
     """One row of `Tree.node_stats` per batch row, columns in their declared order."""
     columns = {VALUE: value, VISITS: visits, RAW_VALUE: raw_value, REWARD: reward}
     columns[DISCOUNT] = discount
@@ -273,11 +374,11 @@ def store_node(
 
     zero = jnp.zeros_like(step.reward)
     stats = node_stats_rows(
-        zero,
-        zero,
-        evaluation.value,
-        step.reward,
-        step.discount,
+        value=zero,
+        visits=zero,
+        raw_value=evaluation.value,
+        reward=step.reward,
+        discount=step.discount,
     )
     link = (jnp.arange(batch_size, dtype=jnp.int32) * capacity + parent) * num_actions + action
     link = jnp.where(slot < capacity, link, tree.children.size)

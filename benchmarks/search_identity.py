@@ -1,0 +1,166 @@
+"""Every search's outputs over several moves, saved, so that a change to the search can be
+checked bit for bit against the code before it.
+
+    python -m benchmarks.search_identity save PATH.npz     # on the code before
+    python -m benchmarks.search_identity check PATH.npz    # on the code after
+
+For tic-tac-toe, connect four and othello, each search variant (PUCT and Gumbel, with and
+without tree reuse, each backend, small capacities and depth limits, the tree
+normalisation, the mctx backend) plays five moves from eight starting positions with a
+fixed MLP; after each move the action, policy target, root value and every array of the
+tree (after `advance`) are saved. `check` recomputes them and reports any array that is not
+byte-identical (the reference backend's variants against the lockstep backend's arrays).
+"""
+
+import argparse
+import dataclasses
+import sys
+
+import equinox as eqx
+import jax
+import numpy as np
+
+import azx
+from azx import search
+
+
+GAMES = ("tic_tac_toe", "connect_four", "othello")
+BATCH = 8
+MOVES = 5
+SIMULATIONS = 16
+
+
+def _variants() -> dict:
+    """Each variant as (class name, options) for `azx.search.make`: the parts' options flat,
+    the search's own by name."""
+    row, lockstep = search.RowBackend(), search.LockstepBackend()
+    reference = search.ReferenceBackend()
+    by_tree = search.QByTree()
+    return {
+        "puct": ("PUCT", {}),
+        "puct-reuse": ("PUCT", {"reuse_tree": True}),
+        "puct-row": ("PUCT", {"backend": row}),
+        "puct-row-reuse": ("PUCT", {"backend": row, "reuse_tree": True}),
+        "puct-lockstep": ("PUCT", {"backend": lockstep}),
+        "puct-lockstep-reuse": ("PUCT", {"backend": lockstep, "reuse_tree": True}),
+        "puct-reference-reuse": ("PUCT", {"backend": reference, "reuse_tree": True}),
+        "puct-tree-q": ("PUCT", {"qtransform": by_tree, "gamma": 0.9}),
+        "puct-capacity-5": ("PUCT", {"capacity": 5, "reuse_tree": True}),
+        "puct-depth-2": ("PUCT", {"max_depth": 2}),
+        "puct-greedy": ("PUCT", {"temperature": 0.0, "dirichlet_fraction": 0.0}),
+        "puct-all-leaves": ("PUCT", {"store_all_state_leaves": True}),
+        "gumbel": ("Gumbel", {}),
+        "gumbel-reuse": ("Gumbel", {"reuse_tree": True}),
+        "gumbel-row": ("Gumbel", {"backend": row}),
+        "gumbel-lockstep-reuse": ("Gumbel", {"backend": lockstep, "reuse_tree": True}),
+        "gumbel-reference-reuse": ("Gumbel", {"backend": reference, "reuse_tree": True}),
+        "gumbel-mctx-order": ("Gumbel", {"reorder_rounds": False}),
+        "gumbel-tree-q": ("Gumbel", {"qtransform": by_tree, "reuse_tree": True}),
+        "gumbel-visits": ("Gumbel", {"visit_count_target": True}),
+        "gumbel-capacity-9": ("Gumbel", {"capacity": 9, "max_num_considered_actions": 4}),
+        "gumbel-depth-2": ("Gumbel", {"max_depth": 2, "gumbel_scale": 0.0}),
+        "mctx-puct": ("MctxPUCT", {}),
+        "mctx-puct-tree-q": ("MctxPUCT", {"qtransform": by_tree}),
+        "mctx-gumbel": ("MctxGumbel", {}),
+        "mctx-gumbel-tree-q": ("MctxGumbel", {"qtransform": by_tree}),
+    }
+
+
+#: Variants whose saved arrays are another variant's: the reference backend must give what
+#: the lockstep backend gave (and did before it existed).
+SAME_AS = {
+    "puct-reference-reuse": "puct-lockstep-reuse",
+    "gumbel-reference-reuse": "gumbel-lockstep-reuse",
+}
+
+
+def _saved_key(key: str) -> str:
+    game, name, rest = key.split("/", 2)
+    return f"{game}/{SAME_AS.get(name, name)}/{rest}"
+
+
+def _tree_arrays(tree) -> dict[str, np.ndarray]:
+    """The tree's arrays by name: native trees through their named statistics."""
+    if not isinstance(tree, search.Tree):
+        return {}
+    names = ("value", "visits", "raw_value", "reward", "discount", "parent")
+    names += ("action_from_parent", "children", "edge_visits", "edge_q", "selection_prior")
+    names += ("state_words", "num_nodes")
+    return {name: np.asarray(getattr(tree, name)) for name in names}
+
+
+def run(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndarray]:
+    env = azx.envs.make(game)
+    net = azx.nets.MLP(env.observation_shape, env.num_actions, key=jax.random.key(1))
+    algo = "puct" if cls_name.endswith("PUCT") else "gumbel"
+    backend = "mctx" if cls_name.startswith("Mctx") else "native"
+    options = dict(options)
+    part = options.pop("backend", None)  # the native search's backend part, not make's name
+    searcher = search.make(algo, SIMULATIONS, backend=backend, **options)
+    if part is not None:
+        searcher = dataclasses.replace(searcher, backend=part)
+    keys = jax.random.split(jax.random.key(2), BATCH)
+    state = jax.vmap(env.init)(keys)
+    tree = searcher.init(env, BATCH)
+
+    @eqx.filter_jit
+    def move(tree, state, key):
+        search_key, step_key, row_key = jax.random.split(key, 3)
+        # Alternate one key for the batch and one key per row.
+        output = searcher(net, env, tree, state, key=search_key)
+        rows = searcher(net, env, output.tree, state, key=jax.random.split(row_key, BATCH))
+        child = jax.vmap(env.step)(state, output.action, jax.random.split(step_key, BATCH))
+        done = jax.vmap(env.terminated)(child) | jax.vmap(env.truncated)(child)
+        return output, rows, searcher.advance(output.tree, output.action, done), child
+
+    out = {}
+    key = jax.random.key(3)
+    for index in range(MOVES):
+        key, move_key = jax.random.split(key)
+        output, rows, tree, state = move(tree, state, move_key)
+        for label, result in (("one-key", output), ("row-keys", rows)):
+            prefix = f"{game}/{name}/{index}/{label}"
+            out[f"{prefix}/action"] = np.asarray(result.action)
+            out[f"{prefix}/policy_target"] = np.asarray(result.policy_target)
+            out[f"{prefix}/root_value"] = np.asarray(result.root_value)
+            for array_name, array in _tree_arrays(result.tree).items():
+                out[f"{prefix}/tree/{array_name}"] = array
+        for array_name, array in _tree_arrays(tree).items():
+            out[f"{game}/{name}/{index}/advanced/{array_name}"] = array
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=("save", "check"))
+    parser.add_argument("path")
+    parser.add_argument("--games", nargs="*", default=list(GAMES))
+    parser.add_argument("--variants", nargs="*", default=None)
+    args = parser.parse_args(argv)
+    variants = _variants()
+    names = args.variants or list(variants)
+    arrays = {}
+    for game in args.games:
+        for name in names:
+            arrays |= run(game, name, *variants[name])
+            print(f"{game} {name}: done", flush=True)
+    if args.mode == "save":
+        np.savez_compressed(args.path, **arrays)
+        print(f"saved {len(arrays)} arrays to {args.path}")
+        return 0
+    saved = np.load(args.path)
+    differing = []
+    for key, array in arrays.items():
+        old = _saved_key(key)
+        if old not in saved or saved[old].dtype != array.dtype or saved[old].shape != array.shape:
+            differing.append(key)
+        elif saved[old].tobytes() != array.tobytes():
+            differing.append(key)
+    for key in differing:
+        print(f"differs: {key}")
+    print(f"{len(arrays) - len(differing)} of {len(arrays)} arrays byte-identical")
+    return 1 if differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
