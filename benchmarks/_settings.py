@@ -9,7 +9,7 @@ import azx
 def preset_with(name: str, settings: list[str]) -> azx.presets.Preset:
     """The preset `name` with `FIELD=VALUE` changes (values read as JSON): a field of its
     `Config` (`random_opening_moves=2`), `network.X` / `search.X` an option of its network
-    or search (`search.policy_target="visits"`), or one of the preset's own fields
+    or search (`search.visit_count_target=true`), or one of the preset's own fields
     `iterations`, `search`, `network`, `search_options`, `network_options`."""
     preset = azx.presets.get(name)
     for setting in settings:

@@ -45,7 +45,6 @@ from ._tree import (
     UNVISITED,
     Node,
     Tree,
-    flat,
     node_stats_rows,
     store_node,
     take,
@@ -249,8 +248,8 @@ def simulate(
     if root_select is not None:
         # Constant through a search (no simulation writes the root's prior or discount):
         # which root actions are legal, and whether the root moves at all.
-        root_legal = tree.legal_action_mask[:, ROOT_INDEX]
-        root_moves = ~tree.terminal[:, ROOT_INDEX]
+        root_legal = tree.node(ROOT_INDEX).legal_action_mask
+        root_moves = tree.stats_at(ROOT_INDEX).discount != 0  # the root is not terminal
 
     def simulation(index, carry):
         tree, store, search_visits, path = carry
@@ -325,7 +324,7 @@ def _leaf(
         jnp.where(
             expand,
             step.reward + step.discount * step.evaluation.value,
-            take(flat(tree.raw_value), roots + leaf),
+            tree.stats_of(roots + leaf).raw_value,
         ),
     )
     return leaf, leaf_value

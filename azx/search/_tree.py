@@ -175,6 +175,12 @@ class Tree(eqx.Module):
         stats = self.node_stats[:, node]
         return NodeStats(*(stats[:, column] for column in range(NUM_NODE_STATS)))
 
+    def stats_of(self, rows: Int[Array, " batch"]) -> NodeStats:
+        """The statistics of the nodes in flat rows `rows` (`b * capacity + slot`), with
+        one gather of their rows."""
+        stats = take(flat(self.node_stats), rows)
+        return NodeStats(*(stats[:, column] for column in range(NUM_NODE_STATS)))
+
     @property
     def stats(self) -> NodeStats:
         """The statistics of every node, `[batch, capacity]` each."""
