@@ -186,6 +186,8 @@ def test_step_is_pgxs_step_bit_for_bit(name):
     env, plain = azx.envs.make(name), make_pgx(name)
     assert isinstance(env, azx.envs.AbstractChanceEnv) and type(plain) is azx.envs.PgxEnv
     assert env.plain == plain and env.env is plain.env and env.name == name
+    # Equal configurations are equal static data: jitted functions trace once.
+    assert env == azx.envs.make(name) and hash(env) == hash(azx.envs.make(name))
 
     @jax.jit
     def both(key):

@@ -67,9 +67,10 @@ class AbstractChanceEnv(AbstractEnv):
         return self.chance_probabilities(afterstate) > 0
 
     def sample_outcome(self, afterstate: Afterstate, key: PRNGKey) -> Int[Array, ""]:
-        """An outcome drawn from `chance_probabilities(afterstate)`."""
+        """An outcome drawn from `chance_probabilities(afterstate)` (never a masked one)."""
         probabilities = self.chance_probabilities(afterstate)
-        return jax.random.choice(key, self.num_outcomes, p=probabilities).astype(jnp.int32)
+        logits = jnp.where(probabilities > 0, jnp.log(probabilities), -jnp.inf)
+        return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
 def check_outcome(outcome: Int[Array, ""], num_outcomes: int) -> Int[Array, ""]:
