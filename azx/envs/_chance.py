@@ -16,21 +16,25 @@ Afterstate: TypeAlias = PyTree[Any]
 
 
 class AbstractChanceEnv(AbstractEnv):
-    """An environment whose step is "decision, then chance", with the chance exposed.
+    """Interface for games whose step is "decision, then chance", exposing the chance so
+    that a search can plan over it (chance nodes) instead of sampling it.
 
-    `step(state, action, key)` is the plain [`azx.envs.AbstractEnv`][] step. It is
-    distributed as `apply_outcome(after, outcome)` where `after = afterstate(state,
-    action)` and `outcome` is drawn from `chance_probabilities(after)`. A search with
-    chance nodes expands a decision node's action into the afterstate (a chance node),
-    weighs the chance node's children, one per outcome in `chance_outcome_mask`, by
-    `chance_probabilities` (the value of a chance node is their probability-weighted mean),
-    and builds each child with `apply_outcome`. Where `has_chance` is false the afterstate
-    leads to one state: its probabilities put all mass on outcome 0 and `apply_outcome`
-    gives that state for every outcome, so a search may skip the chance node.
+    `step(state, action, key)` stays the plain [`azx.envs.AbstractEnv`][] step, distributed
+    as `apply_outcome(after, outcome)` with `after = afterstate(state, action)` and
+    `outcome` drawn from `chance_probabilities(after)` (`sample_outcome`).
 
-    Probabilities, not logits, cross this interface (unlike azx's policies): the game
-    knows them exactly (1/36, 0.9 / number of empty cells), and a chance node's value is
-    their weighted mean. All methods take ONE state; batch with `jax.vmap`.
+    How a search uses it: a decision node's action leads to a chance node, the afterstate.
+    Its children are the outcomes in `chance_outcome_mask`, each built by `apply_outcome`
+    and weighted by `chance_probabilities`, so its value is their probability-weighted
+    mean (an expectimax back-up); which child a simulation descends into is the search's
+    rule. Where `has_chance` is false the action leads to one state: all mass is
+    on outcome 0 and every outcome gives that state, so the chance node can be skipped.
+    The afterstate is opaque and has no player to move: the rewards of the transition and
+    the next player are read, as after `step`, from the state `apply_outcome` gives.
+
+    Probabilities, not the logits azx's policies use, cross this interface: the game
+    knows them exactly (1/36; 0.9 / number of empty cells), and a chance node's value is
+    their weighted mean. All methods take ONE state or afterstate; batch with `jax.vmap`.
     """
 
     num_outcomes: eqx.AbstractVar[int]
