@@ -1,9 +1,11 @@
 """Environments: one interface, with adapters for pgx, gymnax and xminigrid."""
 
 from ._abstract import AbstractEnv as AbstractEnv
+from ._chance import AbstractChanceEnv as AbstractChanceEnv, require_chance as require_chance
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._memory import CueMemory as CueMemory
 from ._pgx import PgxEnv as PgxEnv
+from ._pgx_chance import Pgx2048 as Pgx2048, PgxBackgammon as PgxBackgammon
 from ._registry import available as available, make as make
 from ._symmetry import Symmetry as Symmetry
 from ._wrappers import ObserveLegalMoves as ObserveLegalMoves, ScaleRewards as ScaleRewards

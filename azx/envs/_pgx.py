@@ -46,6 +46,15 @@ def _pgx_env(name: str, kwargs: tuple[tuple[str, object], ...]) -> Any:
     return env
 
 
+def mark_truncated(state: EnvState, max_episode_steps: int | None) -> EnvState:
+    """The pgx `state`, marked `truncated` if it has not terminated after
+    `max_episode_steps` steps (never, for `None`)."""
+    if max_episode_steps is None:
+        return state
+    out_of_time = (state._step_count >= max_episode_steps) & ~state.terminated
+    return state.replace(truncated=state.truncated | out_of_time)
+
+
 class PgxEnv(AbstractEnv):
     """Adapter from a pgx environment to [`azx.envs.AbstractEnv`][].
 
@@ -97,10 +106,7 @@ class PgxEnv(AbstractEnv):
         # pgx passes `key` on to the game; games without chance ignore it.
         with third_party_numerics():
             state = self.env.step(state, action, key)
-        if self.max_episode_steps is not None:
-            out_of_time = (state._step_count >= self.max_episode_steps) & ~state.terminated
-            state = state.replace(truncated=state.truncated | out_of_time)
-        return state
+        return mark_truncated(state, self.max_episode_steps)
 
     def observation(self, state: EnvState) -> Shaped[Array, "..."]:
         return state.observation

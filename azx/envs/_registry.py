@@ -1,6 +1,7 @@
 from ._abstract import AbstractEnv
 from ._gymnax import GymnaxEnv, gymnax_names
 from ._pgx import make_pgx, pgx_names
+from ._pgx_chance import expose_chance
 from ._wrappers import ObserveLegalMoves
 from ._xminigrid import XMinigridEnv, xminigrid_names
 
@@ -42,9 +43,11 @@ def make(
     - `**kwargs`: for pgx, the game's constructor arguments (e.g. `komi` for go); for
       gymnax and xminigrid, see [`azx.envs.GymnaxEnv`][] and [`azx.envs.XMinigridEnv`][].
 
-    **Returns:** a [`azx.envs.PgxEnv`][], [`azx.envs.GymnaxEnv`][] or
-    [`azx.envs.XMinigridEnv`][]. gymnax and xminigrid are imported only when one of
-    their environments is made (or listed).
+    **Returns:** a [`azx.envs.PgxEnv`][] (for pgx's games with chance, `"2048"` and
+    `"backgammon"`, the [`azx.envs.AbstractChanceEnv`][] adapters [`azx.envs.Pgx2048`][]
+    and [`azx.envs.PgxBackgammon`][], which step as the `PgxEnv` does),
+    [`azx.envs.GymnaxEnv`][] or [`azx.envs.XMinigridEnv`][]. gymnax and xminigrid are
+    imported only when one of their environments is made (or listed).
 
     **Raises:** `ValueError` for an unknown name or a keyword the environment does not
     take; `ImportError` that says to `pip install "azx[envs]"` for a gymnax or xminigrid
@@ -61,5 +64,5 @@ def make(
     if library == "xminigrid" and library_name in xminigrid_names():
         return XMinigridEnv(library_name, max_episode_steps=max_episode_steps, **kwargs)
     if library in ("", "pgx") and library_name in pgx_names():
-        return make_pgx(library_name, max_episode_steps=max_episode_steps, **kwargs)
+        return expose_chance(make_pgx(library_name, max_episode_steps=max_episode_steps, **kwargs))
     raise ValueError(f"unknown environment {name!r}; available: {', '.join(available())}")

@@ -1,0 +1,105 @@
+import abc
+from typing import Any, TypeAlias
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Int, PyTree
+
+from .._types import EnvState, PRNGKey
+from ._abstract import AbstractEnv
+
+
+#: The state after the player's action and before chance: opaque, read only by the
+#: environment's chance methods.
+Afterstate: TypeAlias = PyTree[Any]
+
+
+class AbstractChanceEnv(AbstractEnv):
+    """Interface for games whose step is "decision, then chance", exposing the chance so
+    that a search can plan over it (chance nodes) instead of sampling it.
+
+    `step(state, action, key)` stays the plain [`azx.envs.AbstractEnv`][] step, distributed
+    as `apply_outcome(after, outcome)` with `after = afterstate(state, action)` and
+    `outcome` drawn from `chance_probabilities(after)` (`sample_outcome`).
+
+    How a search uses it: a decision node's action leads to a chance node, the afterstate.
+    Its children are the outcomes in `chance_outcome_mask`, each built by `apply_outcome`
+    and weighted by `chance_probabilities`, so its value is their probability-weighted
+    mean (an expectimax back-up); which child a simulation descends into is the search's
+    rule. Where `has_chance` is false the action leads to one state: all mass is
+    on outcome 0 and every outcome gives that state, so the chance node can be skipped.
+    The afterstate is opaque and has no player to move: the rewards of the transition and
+    the next player are read, as after `step`, from the state `apply_outcome` gives.
+
+    Probabilities, not the logits azx's policies use, cross this interface: the game
+    knows them exactly (1/36; 0.9 / number of empty cells), and a chance node's value is
+    their weighted mean. All methods take ONE state or afterstate; batch with `jax.vmap`.
+    """
+
+    num_outcomes: eqx.AbstractVar[int]
+
+    @abc.abstractmethod
+    def afterstate(self, state: EnvState, action: Int[Array, ""]) -> Afterstate:
+        """The state after the player to move plays `action`, before chance."""
+
+    @abc.abstractmethod
+    def has_chance(self, afterstate: Afterstate) -> Bool[Array, ""]:
+        """Whether chance acts at `afterstate`; false where the action leads to one state
+        (a move that ends the game, or one that leaves the turn to the same player)."""
+
+    @abc.abstractmethod
+    def chance_probabilities(self, afterstate: Afterstate) -> Float[Array, " num_outcomes"]:
+        """Probability of each outcome at `afterstate`: non-negative, summing to 1, zero
+        exactly where `chance_outcome_mask` is false; all on outcome 0 where `has_chance`
+        is false."""
+
+    @abc.abstractmethod
+    def apply_outcome(self, afterstate: Afterstate, outcome: Int[Array, ""]) -> EnvState:
+        """The state after chance picks `outcome` at `afterstate`.
+
+        An `outcome` outside `[0, num_outcomes)` is an error: a `ValueError` when it is
+        known at trace time; when it is computed inside a jitted function, an error at run
+        time with the same message (`equinox.filter_jit` raises it as an
+        `equinox.EquinoxRuntimeError`, `jax.jit` as a `jax.errors.JaxRuntimeError`). An
+        outcome in range that has probability zero gives a state of the right shape that
+        the game cannot reach, so a search may build every outcome's child with `jax.vmap`
+        and ignore the masked ones."""
+
+    def chance_outcome_mask(self, afterstate: Afterstate) -> Bool[Array, " num_outcomes"]:
+        """Which outcomes can happen at `afterstate` (those of positive probability)."""
+        return self.chance_probabilities(afterstate) > 0
+
+    def sample_outcome(self, afterstate: Afterstate, key: PRNGKey) -> Int[Array, ""]:
+        """An outcome drawn from `chance_probabilities(afterstate)` (never a masked one)."""
+        probabilities = self.chance_probabilities(afterstate)
+        logits = jnp.where(probabilities > 0, jnp.log(probabilities), -jnp.inf)
+        return jax.random.categorical(key, logits).astype(jnp.int32)
+
+
+def check_outcome(outcome: Int[Array, ""], num_outcomes: int) -> Int[Array, ""]:
+    """`outcome`, checked to lie in `[0, num_outcomes)`: a `ValueError` now when it is
+    known, an error at run time when it is traced."""
+    message = f"a chance outcome must lie in [0, {num_outcomes})"
+    if not isinstance(outcome, jax.core.Tracer):
+        value = int(outcome)
+        if not 0 <= value < num_outcomes:
+            raise ValueError(f"{message}, got {value}")
+        return outcome
+    return eqx.error_if(outcome, (outcome < 0) | (outcome >= num_outcomes), message)
+
+
+def require_chance(env: AbstractEnv) -> AbstractChanceEnv:
+    """`env` itself, if it exposes its chance events as an [`azx.envs.AbstractChanceEnv`][].
+
+    **Raises:** `ValueError` naming the environment otherwise (a game without chance, or
+    one whose adapter does not expose it).
+    """
+    if isinstance(env, AbstractChanceEnv):
+        return env
+    name = getattr(env, "name", None) or type(env).__name__
+    raise ValueError(
+        f"environment {name!r} does not expose chance events (it is not an "
+        "azx.envs.AbstractChanceEnv); those that do: azx.envs.make('2048'), "
+        "azx.envs.make('backgammon'), or any environment implementing AbstractChanceEnv"
+    )
