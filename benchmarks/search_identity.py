@@ -3,6 +3,8 @@ checked bit for bit against the code before it.
 
     python -m benchmarks.search_identity save PATH.npz     # on the code before
     python -m benchmarks.search_identity check PATH.npz    # on the code after
+    python -m benchmarks.search_identity save-hlo PATH.json
+    python -m benchmarks.search_identity check-hlo PATH.json
 
 For tic-tac-toe, connect four and othello, each search variant (PUCT and Gumbel, with and
 without tree reuse, each backend, small capacities and depth limits, the tree
@@ -10,10 +12,19 @@ normalisation, the mctx backend) plays five moves from eight starting positions 
 fixed MLP; after each move the action, policy target, root value and every array of the
 tree (after `advance`) are saved. `check` recomputes them and reports any array that is not
 byte-identical (the reference backend's variants against the lockstep backend's arrays).
+
+`save-hlo` and `check-hlo` compare what XLA compiles instead: for PUCT and Gumbel, with and
+without reuse, at connect four and go 9x9 (batch 256, 64 simulations, the search
+benchmark's MLP), the number of instructions of each opcode in the optimised program. A
+change that leaves them equal leaves the search's speed where it was, which a timing on a
+shared machine cannot show as precisely.
 """
 
 import argparse
+import collections
 import dataclasses
+import json
+import re
 import sys
 
 import equinox as eqx
@@ -130,13 +141,62 @@ def run(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndar
     return out
 
 
+KEY = jax.random.key(0)
+#: An instruction of an HLO module's text, its opcode captured.
+INSTRUCTION = re.compile(r"^\s*(?:ROOT )?%\S+ = .*? ([\w-]+)\(", re.M)
+
+
+def compiled_opcodes() -> dict[str, dict[str, int]]:
+    """Each compiled search's instructions, counted by opcode."""
+    from benchmarks.search import root_states
+
+    counts = {}
+    for game in ("connect_four", "go_9x9"):
+        env = azx.envs.make(game)
+        net = azx.nets.MLP(env.observation_shape, env.num_actions, width=128, depth=2, key=KEY)
+        states = root_states(env, 256, 4, jax.random.key(1))
+        for algo in ("puct", "gumbel"):
+            for reuse in (False, True):
+                searcher = search.make(algo, 64, reuse_tree=reuse)
+
+                def call(tree, states, key, searcher=searcher):
+                    return searcher(net, env, tree, states, key=key)
+
+                tree = searcher.init(env, 256)
+                compiled = jax.jit(call).lower(tree, states, jax.random.key(2)).compile()
+                opcodes = re.findall(
+                    r"^\s*(?:ROOT )?%\S+ = \S+ ([\w-]+)\(", compiled.as_text(), re.M
+                )
+                counts[f"{game}/{algo}/reuse={reuse}"] = dict(collections.Counter(opcodes))
+                print(f"{game} {algo} reuse={reuse}: {len(opcodes)} instructions", flush=True)
+    return counts
+
+
+def _hlo(mode: str, path: str) -> int:
+    counts = compiled_opcodes()
+    if mode == "save-hlo":
+        with open(path, "w") as file:
+            json.dump(counts, file, indent=1, sort_keys=True)
+        return 0
+    with open(path) as file:
+        saved = json.load(file)
+    differing = [name for name in counts if saved.get(name) != counts[name]]
+    for name in differing:
+        old, new = collections.Counter(saved.get(name, {})), collections.Counter(counts[name])
+        print(f"differs: {name}: more {dict(new - old)}, fewer {dict(old - new)}")
+    print(f"{len(counts) - len(differing)} of {len(counts)} compiled searches with equal opcodes")
+    return 1 if differing else 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("save", "check"))
+    parser.add_argument("mode", choices=("save", "check", "save-hlo", "check-hlo"))
     parser.add_argument("path")
     parser.add_argument("--games", nargs="*", default=list(GAMES))
     parser.add_argument("--variants", nargs="*", default=None)
     args = parser.parse_args(argv)
+    if args.mode.endswith("-hlo"):
+        return _hlo(args.mode, args.path)
     variants = _variants()
     names = args.variants or list(variants)
     arrays = {}
