@@ -18,7 +18,8 @@ import typer
 import typer.core
 
 from . import __version__, _cluster, presets, run as runs
-from ._rundir import split_checkpoint_spec
+from ._recipes import RECIPES
+from ._rundir import check_writable
 from .checkpoint import DamagedCheckpointWarning
 
 
@@ -387,138 +388,37 @@ def evaluate(
 ) -> None:
     """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
     Elo). PPO: the mean return of N episodes with its 95% interval."""
-    import jax
-
     loaded = _load(run, step)
     # Before the evaluation (minutes, perhaps): can its result be written?
-    from ._rundir import _check_writable
-
     try:
         if json_path is None:
-            _check_writable(run / runs.EVAL_DIR, "json")
+            check_writable(run / runs.EVAL_DIR, "json")
         else:
-            _check_writable(json_path, "json", file=True)
+            check_writable(json_path, "json", file=True)
     except runs.RunError as error:
         _fail(str(error))
-    options = {
-        "alphazero": {"--opponent": opponent, "--games": games, "--agent": agent},
-        "ppo": {"--episodes": episodes, "--greedy/--sample": greedy},
-    }
-    options["alphazero"]["--simulations"] = simulations
-    options["alphazero"]["--opening-plies"] = opening_plies
-    for algorithm, given in options.items():
-        flags = [flag for flag, value in given.items() if value is not None]
-        if algorithm != loaded.algorithm and flags:
-            _fail(
-                f"{', '.join(flags)} applies to {algorithm} runs; {run} is a {loaded.algorithm} run"
-            )
-    if loaded.algorithm == "ppo":
-        greedy = loaded.preset.eval_greedy if greedy is None else greedy
-        episodes = loaded.preset.eval_episodes if episodes is None else episodes
-        record = runs.evaluate_policy(
-            loaded.trainer,
-            loaded.state,
-            num_episodes=episodes,
-            key=jax.random.key(seed),
-            greedy=greedy,
-        )
-        typer.echo(f"{run} at iteration {loaded.iteration}: {runs.describe_return(record)}")
-        result = {"run": str(run), "iteration": loaded.iteration, "seed": seed, **record}
-        name = "greedy" if greedy else "policy"
-    else:
-        result, name = _evaluate_alphazero(
-            loaded, run, opponent or ["random"], 200 if games is None else games,
-            agent or "search", simulations, opening_plies or 0, seed,
-        )  # fmt: skip
+    given = {"opponent": opponent, "games": games, "agent": agent, "simulations": simulations}
+    given |= {"opening_plies": opening_plies, "episodes": episodes, "greedy": greedy}
+    recipe = loaded.preset.recipe
+    for other in RECIPES.values():
+        flags = [_EVAL_FLAGS.get(name, "--" + name.replace("_", "-")) for name in other.eval_options
+                 if given[name] is not None and name not in recipe.eval_options]  # fmt: skip
+        if flags:
+            _fail(f"{', '.join(flags)} applies to {other.name} runs; {run} is a {recipe.name} run")
+    options = {name: given[name] for name in recipe.eval_options}
+    try:
+        result, name, lines = recipe.evaluate_run(loaded, options, seed=seed)
+    except runs.RunError as error:
+        _fail(str(error))
+    for line in lines:
+        typer.echo(line)
     path = json_path or run / runs.EVAL_DIR / f"{name}-{loaded.iteration}.json"
     runs.write_json(path, result)  # (a default path that cannot be written: an OSError)
     typer.echo(f"wrote {path}")
 
 
-def _run_opponent(spec: str, loaded: runs.Run, agent: str, opening_plies: int):
-    """`run:DIR[@ITERATION]`: that checkpoint's agent of kind `agent`, as `(name, agent)`."""
-    from . import arena
-
-    directory, step = split_checkpoint_spec(spec.strip().removeprefix("run:"))
-    if not directory:
-        _fail(f"opponent {spec!r}: give a run directory, as in run:runs/othello-seed0@750")
-    if not opening_plies:
-        _fail(
-            f"opponent {spec!r} and the agent both play deterministically, so every game "
-            "would repeat one of two; give --opening-plies N (e.g. 4) for varied games"
-        )
-    try:
-        other = runs.load_run(directory, step=step)
-    except runs.RunError as error:
-        _fail(f"opponent {spec!r}: {error}")
-    if other.algorithm != "alphazero":
-        _fail(f"opponent {spec!r} is a {other.algorithm} run; it has no board-game agent")
-    game, own = getattr(other.env, "name", None), getattr(loaded.env, "name", None)
-    if game != own:
-        _fail(f"opponent {spec!r} plays {game!r}; {loaded.directory} plays {own!r}")
-    # Its own environment: the same game, perhaps observed differently.
-    player = arena.RandomOpening(other.agent(agent), opening_plies, env=other.env)
-    return f"run:{directory}@{other.iteration}", player
-
-
-def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, opening_plies, seed):
-    import jax
-
-    from . import arena
-
-    if games % 2:
-        _fail(f"--games must be even (half the games with each colour), got {games}")
-    if agent not in ("search", "network"):
-        _fail(f"--agent must be 'search' or 'network', got {agent!r}")
-
-    def opening(player):  # without random plies, the agent itself: its games unchanged
-        return arena.RandomOpening(player, opening_plies) if opening_plies else player
-
-    opponents = {}
-    for spec in opponent:
-        if spec.strip().startswith("run:"):
-            name, other = _run_opponent(spec, loaded, agent, opening_plies)
-            opponents[name] = other
-            continue
-        try:
-            baseline = arena.opponent(spec, loaded.env)
-        except (ValueError, ImportError) as error:  # ImportError: open_spiel is missing
-            _fail(str(error))
-        opponents[spec] = opening(baseline)
-    player = loaded.agent(agent, num_simulations=simulations)
-    results = runs.evaluate(
-        loaded.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
-    )[agent]
-    label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
-    if opening_plies:
-        label += f", the first {opening_plies} plies of every game random"
-    typer.echo(f"{run} at iteration {loaded.iteration}, {label}:")
-    for spec, record in results.items():
-        typer.echo(f"  vs {spec}: {runs.describe(record)}")
-    if len(results) > 1:
-        ratings = arena.elo_ratings(
-            {("azx", spec): (r["wins"], r["draws"], r["losses"]) for spec, r in results.items()},
-            anchor="azx",
-            prior_draws=1.0,
-        )
-        typer.echo(
-            "  Elo relative to the agent (1 prior draw per pair): "
-            + ", ".join(
-                f"{name} {rating:+.0f} [{low:+.0f}, {high:+.0f}]"
-                for name, (rating, low, high) in ratings.items()
-                if name != "azx"
-            )
-        )
-    result = {
-        "run": str(run),
-        "iteration": loaded.iteration,
-        "agent": agent,
-        "num_simulations": None if agent == "network" else player.search.num_simulations,
-        "opening_plies": opening_plies,
-        "seed": seed,
-        "results": results,
-    }
-    return result, agent
+# `azx eval` options whose flag is not `--` + the name with dashes.
+_EVAL_FLAGS = {"greedy": "--greedy/--sample"}
 
 
 @app.command()
@@ -544,7 +444,7 @@ def play(
     if sys.stdin is None or sys.stdin.closed:
         _fail("azx play reads your moves from standard input, which is closed")
     loaded = _load(run, None)
-    if loaded.algorithm != "alphazero":
+    if not loaded.preset.recipe.plays_games:
         _fail(
             f"azx play plays board games against AlphaZero runs; {run} is a {loaded.algorithm} run"
         )
