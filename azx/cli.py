@@ -151,114 +151,132 @@ def _load(directory: Path, step: int | None) -> runs.Run:
 _PRESETS = ", ".join(presets.names())
 
 
+_TrainPresetOption = Annotated[
+    str | None,
+    typer.Option(
+        help=f"What to train: a preset ({_PRESETS}), or pgx:GAME for any two-player pgx "
+        "game with a generic AlphaZero setup (e.g. pgx:hex).",
+        show_default="tic_tac_toe",
+        metavar="NAME",
+    ),
+]
+_TrainEnvOption = Annotated[
+    str | None,
+    # Kept for command lines written before --preset took games: an environment name
+    # picks the preset that plays it.
+    typer.Option(hidden=True),
+]
+_TrainOutOption = Annotated[
+    Path | None,
+    typer.Option(help="Run directory.", show_default="runs/PRESET-seedSEED", metavar="DIR"),
+]
+_TrainSeedOption = Annotated[
+    int | None, typer.Option(help="Random seed.", show_default="0", metavar="N")
+]
+_TrainResumeOption = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the run in --out from its newest checkpoint, with its saved setup.",
+    ),
+]
+_TrainIterationsOption = Annotated[
+    int | None,
+    typer.Option(min=1, metavar="N", help="Training iterations.", show_default="the preset's"),
+]
+_TrainEvalEveryOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Iterations between evaluations and checkpoints.",
+        show_default="the preset's",
+    ),
+]
+_TrainEvalGamesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=2,
+        metavar="N",
+        help="Games per evaluation match (even; AlphaZero).",
+        show_default="the preset's",
+    ),
+]
+_TrainEvalEpisodesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1, metavar="N", help="Episodes per evaluation (PPO).", show_default="the preset's"
+    ),
+]
+_TrainOpponentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Evaluation opponent, repeatable (AlphaZero): random, greedy, mcts:N, solver, "
+        "openspiel-mcts:N or openspiel-alphabeta:DEPTH (see azx eval --help).",
+        show_default="the preset's",
+        metavar="SPEC",
+    ),
+]
+_TrainLogEveryOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Iterations per logged training call.",
+        show_default="the preset's",
+    ),
+]
+_TrainQuietOption = Annotated[bool, typer.Option("--quiet", help="No progress output.")]
+_TrainCoordinatorOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Several processes: process 0's address and a free port (HOST:PORT), the "
+        "same in every process. Inside a SLURM or Open MPI job of several tasks the "
+        "three settings come from the job.",
+        metavar="HOST:PORT",
+    ),
+]
+_TrainNumProcessesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Several processes: how many take part.",
+        metavar="N",
+    ),
+]
+_TrainProcessIdOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Several processes: this process's number, 0 to N-1 (0 writes the files).",
+        metavar="I",
+    ),
+]
+_TrainJoinTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Several processes: seconds to wait for all of them to join.",
+        metavar="SECONDS",
+    ),
+]
+
+
 @app.command()
 def train(
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            help=f"What to train: a preset ({_PRESETS}), or pgx:GAME for any two-player pgx "
-            "game with a generic AlphaZero setup (e.g. pgx:hex).",
-            show_default="tic_tac_toe",
-            metavar="NAME",
-        ),
-    ] = None,
-    env: Annotated[
-        str | None,
-        # Kept for command lines written before --preset took games: an environment name
-        # picks the preset that plays it.
-        typer.Option(hidden=True),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Run directory.", show_default="runs/PRESET-seedSEED", metavar="DIR"),
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="Random seed.", show_default="0", metavar="N")
-    ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume",
-            help="Continue the run in --out from its newest checkpoint, with its saved setup.",
-        ),
-    ] = False,
-    iterations: Annotated[
-        int | None,
-        typer.Option(min=1, metavar="N", help="Training iterations.", show_default="the preset's"),
-    ] = None,
-    eval_every: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Iterations between evaluations and checkpoints.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    eval_games: Annotated[
-        int | None,
-        typer.Option(
-            min=2,
-            metavar="N",
-            help="Games per evaluation match (even; AlphaZero).",
-            show_default="the preset's",
-        ),
-    ] = None,
-    eval_episodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1, metavar="N", help="Episodes per evaluation (PPO).", show_default="the preset's"
-        ),
-    ] = None,
-    opponent: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Evaluation opponent, repeatable (AlphaZero): random, greedy, mcts:N, solver, "
-            "openspiel-mcts:N or openspiel-alphabeta:DEPTH (see azx eval --help).",
-            show_default="the preset's",
-            metavar="SPEC",
-        ),
-    ] = None,
-    log_every: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Iterations per logged training call.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
-    coordinator: Annotated[
-        str | None,
-        typer.Option(
-            help="Several processes: process 0's address and a free port (HOST:PORT), the "
-            "same in every process. Inside a SLURM or Open MPI job of several tasks the "
-            "three settings come from the job.",
-            metavar="HOST:PORT",
-        ),
-    ] = None,
-    num_processes: Annotated[
-        int | None,
-        typer.Option(
-            help="Several processes: how many take part.",
-            metavar="N",
-        ),
-    ] = None,
-    process_id: Annotated[
-        int | None,
-        typer.Option(
-            help="Several processes: this process's number, 0 to N-1 (0 writes the files).",
-            metavar="I",
-        ),
-    ] = None,
-    join_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Several processes: seconds to wait for all of them to join.",
-            metavar="SECONDS",
-        ),
-    ] = _cluster.JOIN_SECONDS,
+    preset: _TrainPresetOption = None,
+    env: _TrainEnvOption = None,
+    out: _TrainOutOption = None,
+    seed: _TrainSeedOption = None,
+    resume: _TrainResumeOption = False,
+    iterations: _TrainIterationsOption = None,
+    eval_every: _TrainEvalEveryOption = None,
+    eval_games: _TrainEvalGamesOption = None,
+    eval_episodes: _TrainEvalEpisodesOption = None,
+    opponent: _TrainOpponentOption = None,
+    log_every: _TrainLogEveryOption = None,
+    quiet: _TrainQuietOption = False,
+    coordinator: _TrainCoordinatorOption = None,
+    num_processes: _TrainNumProcessesOption = None,
+    process_id: _TrainProcessIdOption = None,
+    join_timeout: _TrainJoinTimeoutOption = _cluster.JOIN_SECONDS,
 ) -> None:
     """Train an agent (AlphaZero or PPO, by preset); writes config.json, metrics.jsonl,
     checkpoints and learning_curve.png into the run directory. Ctrl-C stops after saving a
@@ -301,90 +319,103 @@ def train(
         raise typer.Exit(130) from None
 
 
+_EvalRunOption = Annotated[
+    Path, typer.Option(help="Run directory written by azx train.", metavar="DIR")
+]
+_EvalOpponentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help=(
+            "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
+            "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
+            "checkpoint of this or another run of the same game, playing as --agent with "
+            "its own simulations; needs --opening-plies); repeatable."
+        ),
+        show_default="random",
+        metavar="SPEC",
+    ),
+]
+_EvalGamesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=2, metavar="N", help="AlphaZero: games per opponent (even).", show_default="200"
+    ),
+]
+_EvalAgentOption = Annotated[
+    str | None,
+    typer.Option(
+        help="AlphaZero: search (network + search) or network (policy argmax).",
+        show_default="search",
+        metavar="KIND",
+    ),
+]
+_EvalSimulationsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="AlphaZero: search simulations.",
+        show_default="the run's training number",
+    ),
+]
+_EvalEpisodesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="PPO: episodes to play.",
+        show_default="the preset's",
+    ),
+]
+_EvalGreedyOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--greedy/--sample",
+        help="PPO: play the policy's most likely action, or sample it.",
+        show_default="the preset's",
+    ),
+]
+_EvalOpeningPliesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        metavar="N",
+        help=(
+            "AlphaZero: the first N plies of every game are random legal moves, for "
+            "varied games between agents that play deterministically."
+        ),
+        show_default="0",
+    ),
+]
+_EvalStepOption = Annotated[
+    int | None,
+    typer.Option(help="Checkpoint (iteration) to load.", show_default="the newest", metavar="N"),
+]
+_EvalSeedOption = Annotated[int, typer.Option(help="Seed of the evaluation games.", metavar="N")]
+_EvalJsonPathOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--json",
+        help="Result file.",
+        show_default="RUN/evals/AGENT-ITERATION.json",
+        metavar="FILE",
+    ),
+]
+
+
 @app.command("eval")
 def evaluate(
-    run: Annotated[Path, typer.Option(help="Run directory written by azx train.", metavar="DIR")],
-    opponent: Annotated[
-        list[str] | None,
-        typer.Option(
-            help=(
-                "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
-                "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
-                "checkpoint of this or another run of the same game, playing as --agent with "
-                "its own simulations; needs --opening-plies); repeatable."
-            ),
-            show_default="random",
-            metavar="SPEC",
-        ),
-    ] = None,
-    games: Annotated[
-        int | None,
-        typer.Option(
-            min=2, metavar="N", help="AlphaZero: games per opponent (even).", show_default="200"
-        ),
-    ] = None,
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            help="AlphaZero: search (network + search) or network (policy argmax).",
-            show_default="search",
-            metavar="KIND",
-        ),
-    ] = None,
-    simulations: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="AlphaZero: search simulations.",
-            show_default="the run's training number",
-        ),
-    ] = None,
-    episodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="PPO: episodes to play.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    greedy: Annotated[
-        bool | None,
-        typer.Option(
-            "--greedy/--sample",
-            help="PPO: play the policy's most likely action, or sample it.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    opening_plies: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            metavar="N",
-            help=(
-                "AlphaZero: the first N plies of every game are random legal moves, for "
-                "varied games between agents that play deterministically."
-            ),
-            show_default="0",
-        ),
-    ] = None,
-    step: Annotated[
-        int | None,
-        typer.Option(
-            help="Checkpoint (iteration) to load.", show_default="the newest", metavar="N"
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the evaluation games.", metavar="N")] = 0,
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json",
-            help="Result file.",
-            show_default="RUN/evals/AGENT-ITERATION.json",
-            metavar="FILE",
-        ),
-    ] = None,
+    run: _EvalRunOption,
+    opponent: _EvalOpponentOption = None,
+    games: _EvalGamesOption = None,
+    agent: _EvalAgentOption = None,
+    simulations: _EvalSimulationsOption = None,
+    episodes: _EvalEpisodesOption = None,
+    greedy: _EvalGreedyOption = None,
+    opening_plies: _EvalOpeningPliesOption = None,
+    step: _EvalStepOption = None,
+    seed: _EvalSeedOption = 0,
+    json_path: _EvalJsonPathOption = None,
 ) -> None:
     """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
     Elo). PPO: the mean return of N episodes with its 95% interval."""
