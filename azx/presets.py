@@ -64,7 +64,9 @@ class Preset(Generic[RecipeT]):
         config_class = self.recipe.config_class
         if not isinstance(self.config, config_class):
             raise ValueError(
-                f"config must be a {config_class.__module__}.{config_class.__name__} for "
+                # (the public module: azx.alphazero.Config, not azx.alphazero._config.Config)
+                f"config must be an {config_class.__module__.split('._')[0]}."
+                f"{config_class.__name__} for "
                 f"{self.recipe.name}, got {type(self.config).__name__}"
             )
         for name in ("iterations", "eval_every", "log_every"):
