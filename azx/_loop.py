@@ -41,6 +41,7 @@ from ._rundir import (
     write_atomic,
     write_json,
 )
+from ._trackers import check_trackers, open_trackers
 from .checkpoint import DamagedCheckpointWarning
 
 
@@ -208,6 +209,7 @@ def train(
     eval_episodes: int | None = None,
     opponents: Sequence[str] | None = None,
     log_every: int | None = None,
+    log: Sequence[str] = (),
     quiet: bool = False,
 ) -> Run:
     """Train a preset into the run directory `out` (what `azx train` does).
@@ -227,6 +229,11 @@ def train(
 
     Options left as `None` take the preset's values (or, with `resume`, the run's).
     `eval_games` and `opponents` apply to AlphaZero presets, `eval_episodes` to PPO ones.
+
+    `log` names experiment trackers that get every metrics record too: `"tensorboard"`
+    (event files in `out/tensorboard/`; `pip install 'azx[tensorboard]'`) and `"wandb"`
+    (a Weights & Biases run; `pip install 'azx[wandb]'`). With several processes only
+    process 0 logs.
 
     **Returns:** the trained [`azx.run.Run`][].
 
@@ -253,6 +260,8 @@ def train(
     given |= {"eval_games": eval_games, "eval_episodes": eval_episodes}
     given["opponents"] = None if opponents is None else tuple(opponents)
     chosen = _with_options(chosen, given)
+    log = (log,) if isinstance(log, str) else tuple(log)
+    check_trackers(log)
     seed = config["seed"]
     trainer, state = build(chosen, seed)
     try:
@@ -267,8 +276,12 @@ def train(
     state, records, elapsed_before = _prepare_directory(out, config, state, resume)
     # The evaluated checkpoints stay (for `azx eval --opponent run:DIR@N`), besides the
     # newest three.
-    with open_checkpoints(out, keep_period=chosen.eval_every) as checkpoints:
-        training = _Training(out, chosen, trainer, checkpoints, records, seed, mesh)
+    main = jax.process_index() == 0
+    with (
+        open_checkpoints(out, keep_period=chosen.eval_every) as checkpoints,
+        open_trackers(log if main else (), out, config) as trackers,
+    ):
+        training = _Training(out, chosen, trainer, checkpoints, records, seed, mesh, trackers)
         state = training.run(state, elapsed_before=elapsed_before, quiet=quiet)
     if mesh is not None:
         state = parallel.gather(state)
@@ -427,10 +440,11 @@ class _Training:
     iterations, each logged; evaluations, checkpoints and the learning curve when due;
     Ctrl-C. What differs between algorithms, the preset's recipe says."""
 
-    def __init__(self, out: Path, preset, trainer, checkpoints, records, seed: int, mesh):
+    def __init__(self, out: Path, preset, trainer, checkpoints, records, seed, mesh, trackers):
         self.out, self.preset, self.recipe, self.trainer = out, preset, preset.recipe, trainer
         self.checkpoints, self.records, self.seed, self.mesh = checkpoints, records, seed, mesh
         self.eval_key = jax.random.fold_in(jax.random.key(seed), _EVAL_STREAM)
+        self.trackers = trackers
         self.train_fn = eqx.filter_jit(
             trainer.train_and_record if mesh is None else parallel.sharded_train(trainer, mesh)
         )
@@ -445,6 +459,8 @@ class _Training:
         if self.main:
             with open(self.out / METRICS_FILE, "a") as file:
                 file.write(json.dumps(record) + "\n")
+        for tracker in self.trackers:
+            tracker.log(record)
 
     def evaluate(self, state, record: dict[str, Any], report: _Reporter) -> None:
         tick = time.perf_counter()
@@ -464,6 +480,9 @@ class _Training:
             report.phase(f"drawing {CURVE_FILE}")
             title = self.preset.description or self.preset.name
             self.recipe.plot(self.records, self.out / CURVE_FILE, title=title)
+            iteration = self.records[-1]["iteration"]
+            for tracker in self.trackers:
+                tracker.log_image("learning_curve", self.out / CURVE_FILE, iteration=iteration)
 
     def run(self, state, *, elapsed_before: float, quiet: bool):
         """Train `state` to the preset's iterations; the trained state."""

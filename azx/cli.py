@@ -106,7 +106,7 @@ _RENAMED = {"opponents": "opponent"}
 _ARGUMENTS = {
     "out", "preset", "env", "seed", "resume", "iterations", "eval_every", "eval_games",
     "eval_episodes", "opponents", "log_every", "json", "coordinator", "num_processes",
-    "process_id", "join_timeout",
+    "process_id", "join_timeout", "log",
 }  # fmt: skip
 
 
@@ -226,6 +226,16 @@ _TrainLogEveryOption = Annotated[
         show_default="the preset's",
     ),
 ]
+_TrainLogOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Experiment tracker, repeatable: tensorboard (event files in RUN/tensorboard/) "
+        "or wandb (a Weights & Biases run; WANDB_MODE=offline keeps it in RUN/wandb/). "
+        "Each is an extra: pip install 'azx[tensorboard]' or 'azx[wandb]'.",
+        show_default="none",
+        metavar="TRACKER",
+    ),
+]
 _TrainQuietOption = Annotated[bool, typer.Option("--quiet", help="No progress output.")]
 _TrainCoordinatorOption = Annotated[
     str | None,
@@ -272,6 +282,7 @@ def train(
     eval_episodes: _TrainEvalEpisodesOption = None,
     opponent: _TrainOpponentOption = None,
     log_every: _TrainLogEveryOption = None,
+    log: _TrainLogOption = None,
     quiet: _TrainQuietOption = False,
     coordinator: _TrainCoordinatorOption = None,
     num_processes: _TrainNumProcessesOption = None,
@@ -307,6 +318,7 @@ def train(
             eval_episodes=eval_episodes,
             opponents=opponent or None,
             log_every=log_every,
+            log=log or (),
             quiet=quiet,
         )
     except runs.RunError as error:
