@@ -1,7 +1,7 @@
 """Several seeds as one vmapped program against the same seeds trained one after another.
 
     python -m benchmarks.seeds ppo_cartpole --seeds 8
-    python -m benchmarks.seeds tic_tac_toe --seeds 4
+    python -m benchmarks.seeds tic_tac_toe --seeds 4 [--iterations 20]
 
 Both ways train every seed for the preset's full run in one jitted call of
 `trainer.train` (the vmapped one through `Preset.build_seeds` and `eqx.filter_vmap`);
@@ -44,10 +44,11 @@ def main(argv=None) -> None:
     parser.add_argument("preset")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--episodes", type=int, default=100)
+    parser.add_argument("--iterations", type=int, help="default: the preset's")
     args = parser.parse_args(argv)
     preset = azx.presets.get(args.preset)
     seeds = list(range(args.seeds))
-    iterations = preset.iterations
+    iterations = args.iterations or preset.iterations
 
     trainer, states = preset.build_seeds(seeds)
     vmapped = eqx.filter_jit(eqx.filter_vmap(trainer.train))
