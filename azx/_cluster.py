@@ -12,7 +12,7 @@ import socket
 import threading
 from collections.abc import Callable
 
-from ._rundir import RunError, _one_line
+from ._errors import RunError, one_line
 
 
 JOIN_SECONDS = 120
@@ -163,6 +163,6 @@ def _initialize(settings, timeout: float, failure, on_timeout) -> None:
     try:
         jax.distributed.initialize(**settings, initialization_timeout=int(timeout) + _JAX_MARGIN)
     except (RuntimeError, ValueError) as error:  # refused before any wait
-        raise RunError(f"could not start JAX's distributed runtime: {_one_line(error)}") from None
+        raise RunError(f"could not start JAX's distributed runtime: {one_line(error)}") from None
     finally:
         joined.set()

@@ -21,15 +21,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from . import arena, parallel, presets
-from ._report import (
-    describe,
-    describe_return,
-    evaluate,
-    evaluate_policy,
-    plot_learning_curve,
-    plot_return_curve,
-)
+from . import parallel, presets
+from ._recipes import RECIPES
 from ._rundir import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -37,18 +30,19 @@ from ._rundir import (
     METRICS_FILE,
     Run,
     RunError,
-    _build,
-    _check_fresh_directory,
-    _check_writable,
-    _checkpointer,
-    _restore,
-    _resumable_config,
-    _run_config,
-    _write_atomic,
+    build,
+    check_fresh_directory,
+    check_writable,
+    open_checkpoints,
     read_metrics,
+    restore,
+    resumable_config,
+    run_config,
+    write_atomic,
     write_json,
 )
-from .checkpoint import DamagedCheckpointWarning, _sync
+from ._trackers import check_trackers, open_trackers
+from .checkpoint import DamagedCheckpointWarning
 
 
 CHECKPOINT_SECONDS = 300.0
@@ -66,7 +60,7 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.iteration = iteration
 
 
-def _select_preset(preset: str | None, env: str | None) -> presets.AnyPreset:
+def _select_preset(preset: str | None, env: str | None) -> presets.Preset:
     if preset is not None:
         try:
             chosen = (
@@ -215,6 +209,7 @@ def train(
     eval_episodes: int | None = None,
     opponents: Sequence[str] | None = None,
     log_every: int | None = None,
+    log: Sequence[str] = (),
     quiet: bool = False,
 ) -> Run:
     """Train a preset into the run directory `out` (what `azx train` does).
@@ -234,6 +229,11 @@ def train(
 
     Options left as `None` take the preset's values (or, with `resume`, the run's).
     `eval_games` and `opponents` apply to AlphaZero presets, `eval_episodes` to PPO ones.
+
+    `log` names experiment trackers that get every metrics record too: `"tensorboard"`
+    (event files in `out/tensorboard/`; `pip install 'azx[tensorboard]'`) and `"wandb"`
+    (a Weights & Biases run; `pip install 'azx[wandb]'`). With several processes only
+    process 0 logs.
 
     **Returns:** the trained [`azx.run.Run`][].
 
@@ -255,92 +255,34 @@ def train(
     checkpoint, configuration or metrics log. Every check comes before the first write:
     a `RunError` leaves the run directory as it was.
     """
-    explicit = {"preset": preset, "env": env, "seed": seed}
-    if resume:
-        if out is None:
-            raise RunError("`resume` needs `out`, the run directory to continue")
-        out = Path(out)
-        _check_writable(out, "out")
-        config = _resumable_config(out, explicit)
-        chosen = presets.from_dict(config["preset"])
-    else:
-        chosen = _select_preset(preset, env)
-        seed = 0 if seed is None else seed
-        directory_name = chosen.name.replace(":", "-")
-        out = Path(out) if out is not None else Path("runs") / f"{directory_name}-seed{seed}"
-        _check_writable(out, "out")
-        config = _run_config(chosen, seed)
-        _check_fresh_directory(out, config)
-    overrides = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
-    by_algorithm = {
-        "alphazero": {
-            "eval_games": eval_games,
-            "eval_opponents": None if opponents is None else tuple(opponents),
-        },
-        "ppo": {"eval_episodes": eval_episodes},
-    }
-    for algorithm, options in by_algorithm.items():
-        if algorithm == chosen.algorithm:
-            overrides |= options
-            continue
-        given = [name for name, value in options.items() if value is not None]
-        if given:
-            names = ", ".join(f"`{_ARGUMENTS.get(name, name)}`" for name in given)
-            raise RunError(
-                f"{names} applies to {algorithm} presets; {chosen.name} is a "
-                f"{chosen.algorithm} preset"
-            )
-    try:
-        chosen = dataclasses.replace(
-            chosen, **{k: v for k, v in overrides.items() if v is not None}
-        )
-    except ValueError as error:
-        raise RunError(str(error)) from None
+    out, chosen, config = _configure(out, preset, env, seed, resume)
+    given = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
+    given |= {"eval_games": eval_games, "eval_episodes": eval_episodes}
+    given["opponents"] = None if opponents is None else tuple(opponents)
+    chosen = _with_options(chosen, given)
+    log = (log,) if isinstance(log, str) else tuple(log)
+    check_trackers(log)
     seed = config["seed"]
-    trainer, state = _build(chosen, seed)
-    if chosen.algorithm == "alphazero":
-        for spec in chosen.eval_opponents:
-            try:
-                arena.opponent(spec, trainer.env)
-            except (ValueError, ImportError) as error:  # ImportError: an optional package
-                raise RunError(str(error)) from None
-        if chosen.eval_games % 2:
-            raise RunError(
-                "`eval_games` must be even (half the games with each colour), got "
-                f"{chosen.eval_games}"
-            )
+    trainer, state = build(chosen, seed)
+    try:
+        chosen.recipe.check_training(trainer.env)
+    except (ValueError, ImportError) as error:  # ImportError: an optional package
+        raise RunError(str(error)) from None
     config = dict(config, preset=chosen.to_dict())
     _check_same_everywhere(dict(config, resume=resume))
     mesh = _mesh(trainer)
     if mesh is not None:
         state = parallel.shard_state(state, mesh)
-    records: list[dict[str, Any]] = []
-    elapsed_before = 0.0
-    if resume:
-        # Everything is read (and checked) before any file of the run changes.
-        state, meta = _restore(out, state)
-        elapsed_before = float(meta.get("elapsed_s", 0.0))
-        records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
-
-    # With several processes, process 0 alone writes the run's files (checkpoints aside:
-    # every process writes its part of them), once every process has checked everything.
-    _sync(f"azx: {out} checked")
-    main = jax.process_index() == 0
-    if main:
-        out.mkdir(parents=True, exist_ok=True)
-        write_json(out / CONFIG_FILE, config)
-    if resume:
-        with _checkpointer(out) as checkpoints:  # (orbax opens it in every process at once)
-            _set_aside_newer(checkpoints, int(state.iteration))
-    if main:
-        _write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
-    _sync(f"azx: {out} prepared")
+    state, records, elapsed_before = _prepare_directory(out, config, state, resume)
     # The evaluated checkpoints stay (for `azx eval --opponent run:DIR@N`), besides the
     # newest three.
-    with _checkpointer(out, keep_period=chosen.eval_every) as checkpoints:
-        state = _train_loop(
-            out, chosen, trainer, state, checkpoints, records, elapsed_before, seed, quiet, mesh
-        )
+    main = jax.process_index() == 0
+    with (
+        open_checkpoints(out, keep_period=chosen.eval_every) as checkpoints,
+        open_trackers(log if main else (), out, config) as trackers,
+    ):
+        training = _Training(out, chosen, trainer, checkpoints, records, seed, mesh, trackers)
+        state = training.run(state, elapsed_before=elapsed_before, quiet=quiet)
     if mesh is not None:
         state = parallel.gather(state)
     return Run(
@@ -352,6 +294,79 @@ def train(
         trainer=trainer,
         state=state,
     )
+
+
+def _configure(out, preset, env, seed, resume) -> tuple[Path, presets.Preset, dict[str, Any]]:
+    """The run directory, the preset and the run's configuration (`config.json`): the
+    saved ones with `resume`, otherwise from `preset` or `env` and `seed`."""
+    if resume:
+        if out is None:
+            raise RunError("`resume` needs `out`, the run directory to continue")
+        out = Path(out)
+        check_writable(out, "out")
+        config = resumable_config(out, {"preset": preset, "env": env, "seed": seed})
+        return out, presets.from_dict(config["preset"]), config
+    chosen = _select_preset(preset, env)
+    seed = 0 if seed is None else seed
+    directory_name = chosen.name.replace(":", "-")
+    out = Path(out) if out is not None else Path("runs") / f"{directory_name}-seed{seed}"
+    check_writable(out, "out")
+    config = run_config(chosen, seed)
+    check_fresh_directory(out, config)
+    return out, chosen, config
+
+
+def _with_options(chosen: presets.Preset, given: dict[str, Any]) -> presets.Preset:
+    """`chosen` with the options of `train` that were given (not `None`): its own and
+    those of its recipe. An option of another recipe is a `RunError`."""
+    changes = {}
+    for name, value in given.items():
+        if value is None:
+            continue
+        own = chosen.recipe.train_options
+        if name in own:
+            changes[own[name]] = value
+            continue
+        others = [r for r in RECIPES.values() if name in r.train_options]
+        if not others:  # the preset's own fields
+            changes[name] = value
+            continue
+        names = [n for n, v in given.items() if v is not None and n in others[0].train_options]
+        raise RunError(
+            f"{', '.join(f'`{n}`' for n in names)} applies to {others[0].name} presets; "
+            f"{chosen.name} is a {chosen.algorithm} preset"
+        )
+    try:
+        return chosen.replace(**changes)
+    except ValueError as error:
+        raise RunError(str(error)) from None
+
+
+def _prepare_directory(out: Path, config, state, resume: bool):
+    """Write `config.json` and the metrics kept so far (with `resume`, after restoring the
+    newest readable checkpoint into `state`): the state, those records and the seconds
+    the run had taken."""
+    records: list[dict[str, Any]] = []
+    elapsed_before = 0.0
+    if resume:
+        # Everything is read (and checked) before any file of the run changes.
+        state, meta = restore(out, state)
+        elapsed_before = float(meta.get("elapsed_s", 0.0))
+        records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
+    # With several processes, process 0 alone writes the run's files (checkpoints aside:
+    # every process writes its part of them), once every process has checked everything.
+    _sync(f"azx: {out} checked")
+    main = jax.process_index() == 0
+    if main:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / CONFIG_FILE, config)
+    if resume:
+        with open_checkpoints(out) as checkpoints:  # (orbax opens it in every process at once)
+            _set_aside_newer(checkpoints, int(state.iteration))
+    if main:
+        write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
+    _sync(f"azx: {out} prepared")
+    return state, records, elapsed_before
 
 
 def _mesh(trainer):
@@ -386,6 +401,14 @@ def _check_same_everywhere(settings: dict[str, Any]) -> None:
         )
 
 
+def _sync(name: str) -> None:
+    """Wait until every process gets here (nothing to wait for with one process)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
 def _agree(interrupted: bool, save_due: bool) -> tuple[bool, bool]:
     """With several processes, one decision for all: stop if any process was interrupted,
     save on time when process 0's clock says so."""
@@ -412,195 +435,129 @@ def _set_aside_newer(checkpoints, iteration: int) -> None:
             )
 
 
-# Preset fields whose `train` argument has another name.
-_ARGUMENTS = {"eval_opponents": "opponents"}
+class _Training:
+    """The loop of one [`train`][azx.run.train] call: training calls of `log_every`
+    iterations, each logged; evaluations, checkpoints and the learning curve when due;
+    Ctrl-C. What differs between algorithms, the preset's recipe says."""
 
-
-def _mean(values) -> float:
-    return float(np.mean(np.asarray(values)))
-
-
-def _record(preset, trainer, state, history, steps: int, seconds: float) -> dict[str, Any]:
-    """The metrics record of one training call of `steps` iterations (`history`: every
-    iteration's metrics)."""
-    iteration = int(state.iteration)
-    record: dict[str, Any] = {
-        "iteration": iteration,
-        "env_steps": iteration * trainer.env_steps_per_iteration,
-    }
-    rate = steps * trainer.env_steps_per_iteration / seconds
-    metrics = state.metrics
-    if preset.algorithm == "alphazero":
-        return record | {
-            "loss": float(metrics.loss),
-            "policy_loss": float(metrics.policy_loss),
-            "value_loss": float(metrics.value_loss),
-            "selfplay_steps_per_s": rate,
-        }
-    episodes = np.asarray(history.episodes)
-    finished = int(np.sum(episodes))
-
-    def per_episode(values) -> float | None:
-        """The mean over the episodes that ended during the call; None if none did."""
-        return float(np.sum(episodes * np.asarray(values))) / finished if finished else None
-
-    names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
-    names += ("explained_variance",)
-    record |= {name: _mean(getattr(history, name)) for name in names}
-    return record | {
-        "learning_rate": float(metrics.learning_rate),
-        "episodes": finished,
-        "episode_return": per_episode(history.episode_return),
-        "episode_length": per_episode(history.episode_length),
-        "steps_per_s": rate,
-    }
-
-
-def _evaluate_now(preset, trainer, state, key, report) -> dict[str, Any]:
-    if preset.algorithm == "ppo":
-        report.phase(f"evaluating the policy ({preset.eval_episodes} episodes)")
-        return evaluate_policy(
-            trainer, state, num_episodes=preset.eval_episodes, key=key, greedy=preset.eval_greedy
+    def __init__(self, out: Path, preset, trainer, checkpoints, records, seed, mesh, trackers):
+        self.out, self.preset, self.recipe, self.trainer = out, preset, preset.recipe, trainer
+        self.checkpoints, self.records, self.seed, self.mesh = checkpoints, records, seed, mesh
+        self.eval_key = jax.random.fold_in(jax.random.key(seed), _EVAL_STREAM)
+        self.trackers = trackers
+        self.train_fn = eqx.filter_jit(
+            trainer.train_and_record if mesh is None else parallel.sharded_train(trainer, mesh)
         )
-    agents = {}
-    for kind in preset.eval_agents:
-        agents[kind] = (
-            arena.NetworkAgent(state.net)
-            if kind == "network"
-            else arena.SearchAgent(state.net, preset.make_eval_search())
-        )
-    return evaluate(
-        trainer.env,
-        agents,
-        preset.eval_opponents,
-        num_games=preset.eval_games,
-        key=key,
-        on_match=lambda agent, spec: report.phase(f"evaluating {agent} vs {spec}"),
-    )
+        self.main = jax.process_index() == 0
+        self.clock = _Clock()
 
+    def elapsed(self) -> float:
+        return self.elapsed_before + time.perf_counter() - self.started
 
-def _evaluation_lines(preset, iteration: int, results: dict[str, Any]) -> list[str]:
-    when = f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
-    if preset.algorithm == "ppo":
-        return [f"{when}: {describe_return(results)}"]
-    return [
-        f"{when}: {agent} vs {spec}: {describe(result)}"
-        for agent, by_opponent in results.items()
-        for spec, result in by_opponent.items()
-    ]
-
-
-def _progress(preset, record: dict[str, Any]) -> str:
-    if preset.algorithm == "ppo":
-        episode_return = record["episode_return"]
-        shown = "-" if episode_return is None else f"{episode_return:.3g}"
-        return f"return {shown} | {record['steps_per_s']:.0f} steps/s"
-    return f"loss {record['loss']:.3f} | {record['selfplay_steps_per_s']:.0f} moves/s"
-
-
-def _plot(preset, records, path) -> None:
-    plot = plot_return_curve if preset.algorithm == "ppo" else plot_learning_curve
-    plot(records, path, title=preset.description or preset.name)
-
-
-def _train_loop(
-    out, preset, trainer, state, checkpoints, records, elapsed_before, seed, quiet, mesh
-):
-    chunk = min(preset.log_every, preset.iterations)
-    first = int(state.iteration)
-    eval_key = jax.random.fold_in(jax.random.key(seed), _EVAL_STREAM)
-    train_fn = eqx.filter_jit(
-        trainer.train_and_record if mesh is None else parallel.sharded_train(trainer, mesh)
-    )
-    main = jax.process_index() == 0
-    started = time.perf_counter()
-    last_save = started
-    clock = _Clock()
-
-    def elapsed():
-        return elapsed_before + time.perf_counter() - started
-
-    def append(record):
-        records.append(record)
-        if main:
-            with open(out / METRICS_FILE, "a") as file:
+    def append(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        if self.main:
+            with open(self.out / METRICS_FILE, "a") as file:
                 file.write(json.dumps(record) + "\n")
+        for tracker in self.trackers:
+            tracker.log(record)
 
-    def evaluation(state, record, report):
+    def evaluate(self, state, record: dict[str, Any], report: _Reporter) -> None:
         tick = time.perf_counter()
         iteration = record["iteration"]
-        key = jax.random.fold_in(eval_key, iteration)
+        key = jax.random.fold_in(self.eval_key, iteration)
         # On one device, from the whole state. With several processes each plays the same
         # games (the same state and key), so that none waits for another.
-        whole = state if mesh is None else parallel.gather(state)
-        record["eval"] = _evaluate_now(preset, trainer, whole, key, report)
-        for line in _evaluation_lines(preset, iteration, record["eval"]):
-            report.log(line)
-        clock.evaluation_seconds = time.perf_counter() - tick
+        whole = state if self.mesh is None else parallel.gather(state)
+        record["eval"] = self.recipe.evaluate(self.trainer, whole, key=key, phase=report.phase)
+        when = f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
+        for line in self.recipe.evaluation_lines(record["eval"]):
+            report.log(f"{when}: {line}")
+        self.clock.evaluation_seconds = time.perf_counter() - tick
 
-    def plot(report):
-        if main:
+    def plot(self, report: _Reporter) -> None:
+        if self.main:
             report.phase(f"drawing {CURVE_FILE}")
-            _plot(preset, records, out / CURVE_FILE)
+            title = self.preset.description or self.preset.name
+            self.recipe.plot(self.records, self.out / CURVE_FILE, title=title)
+            iteration = self.records[-1]["iteration"]
+            for tracker in self.trackers:
+                tracker.log_image("learning_curve", self.out / CURVE_FILE, iteration=iteration)
 
-    reporter = _Reporter(preset.iterations, first, quiet or not main)
-    with reporter as report, _interruptible() as stopped:
-        if first >= preset.iterations:
-            report.log(f"{out}: already trained {first} of {preset.iterations} iterations")
-            return state
-        report.log(
-            f"{preset.description or preset.name}: {preset.iterations} iterations, seed {seed}, "
-            f"writing to {out}" + (f" (resuming at iteration {first})" if first else "")
-        )
-        report.phase("compiling the training step")
-        compile_start = time.perf_counter()
-        step_chunk = train_fn.lower(state, chunk).compile()
-        report.log(f"compiled the training step in {time.perf_counter() - compile_start:.1f}s")
-        if first == 0:
-            # The untrained agent, so that the curve starts where learning starts. Its
-            # games draw from the evaluation key stream: training is unchanged by them.
-            record = {"iteration": 0, "env_steps": 0}
-            evaluation(state, record, report)
-            record["elapsed_s"] = elapsed()
-            append(record)
-            plot(report)
-        iteration = first
-        while iteration < preset.iterations:
-            n = min(chunk, preset.iterations - iteration)
-            report.phase("training")
-            tick = time.perf_counter()
-            state, history = step_chunk(state, n) if n == chunk else train_fn(state, n)
-            state = jax.block_until_ready(state)
-            seconds = time.perf_counter() - tick
-            if n == chunk:  # a shorter last call compiles first: not the training rate
-                clock.training_seconds += seconds
-                clock.trained += n
-            previous, iteration = iteration, int(state.iteration)
-            record = _record(preset, trainer, state, history, n, seconds)
-            record["elapsed_s"] = elapsed()
-            finished = iteration >= preset.iterations
-            due = finished or previous // preset.eval_every != iteration // preset.eval_every
-            if due:
-                evaluation(state, record, report)
-            append(record)
-            interrupted, save_due = _agree(
-                stopped(), time.perf_counter() - last_save > CHECKPOINT_SECONDS
+    def run(self, state, *, elapsed_before: float, quiet: bool):
+        """Train `state` to the preset's iterations; the trained state."""
+        preset, out = self.preset, self.out
+        self.elapsed_before = elapsed_before
+        self.started = self.last_save = time.perf_counter()
+        first = int(state.iteration)
+        reporter = _Reporter(preset.iterations, first, quiet or not self.main)
+        with reporter as report, _interruptible() as stopped:
+            if first >= preset.iterations:
+                report.log(f"{out}: already trained {first} of {preset.iterations} iterations")
+                return state
+            report.log(
+                f"{preset.description or preset.name}: {preset.iterations} iterations, seed "
+                f"{self.seed}, writing to {out}"
+                + (f" (resuming at iteration {first})" if first else "")
             )
-            if due or interrupted or save_due:
-                report.phase("saving a checkpoint")
-                checkpoints.save(
-                    state, step=iteration, meta={"iteration": iteration, "elapsed_s": elapsed()}
-                )
-                last_save = time.perf_counter()
-            if due or interrupted:
-                plot(report)
-            remaining = clock.remaining(iteration, preset.iterations, preset.eval_every)
-            report.advance(iteration, _progress(preset, record), remaining)
-            if interrupted:
-                report.log(f"interrupted: saved a checkpoint at iteration {iteration}")
-                raise TrainingInterrupted(out, iteration)
-        report.log(
-            f"done: {iteration} iterations in {elapsed():.0f}s; results in {out} "
-            f"({METRICS_FILE}, {CURVE_FILE}, {CHECKPOINT_DIR}/)"
+            report.phase("compiling the training step")
+            chunk = min(preset.log_every, preset.iterations)
+            compile_start = time.perf_counter()
+            step_chunk = self.train_fn.lower(state, chunk).compile()
+            report.log(f"compiled the training step in {time.perf_counter() - compile_start:.1f}s")
+            if first == 0:
+                # The untrained agent, so that the curve starts where learning starts. Its
+                # games draw from the evaluation key stream: training is unchanged by them.
+                record = {"iteration": 0, "env_steps": 0}
+                self.evaluate(state, record, report)
+                record["elapsed_s"] = self.elapsed()
+                self.append(record)
+                self.plot(report)
+            while int(state.iteration) < preset.iterations:
+                state = self.train_call(state, step_chunk, chunk, report, stopped)
+            report.log(
+                f"done: {int(state.iteration)} iterations in {self.elapsed():.0f}s; results in "
+                f"{out} ({METRICS_FILE}, {CURVE_FILE}, {CHECKPOINT_DIR}/)"
+            )
+        return state
+
+    def train_call(self, state, step_chunk, chunk: int, report: _Reporter, stopped):
+        """One training call (`chunk` iterations, or fewer at the end), logged, and the
+        evaluation, checkpoint and curve that are due after it."""
+        preset, trainer = self.preset, self.trainer
+        previous = int(state.iteration)
+        n = min(chunk, preset.iterations - previous)
+        report.phase("training")
+        tick = time.perf_counter()
+        state, history = step_chunk(state, n) if n == chunk else self.train_fn(state, n)
+        state = jax.block_until_ready(state)
+        seconds = time.perf_counter() - tick
+        if n == chunk:  # a shorter last call compiles first: not the training rate
+            self.clock.training_seconds += seconds
+            self.clock.trained += n
+        iteration = int(state.iteration)
+        rate = n * trainer.env_steps_per_iteration / seconds
+        record = {"iteration": iteration, "env_steps": iteration * trainer.env_steps_per_iteration}
+        record |= self.recipe.record(trainer, state, history, rate)
+        record["elapsed_s"] = self.elapsed()
+        finished = iteration >= preset.iterations
+        due = finished or previous // preset.eval_every != iteration // preset.eval_every
+        if due:
+            self.evaluate(state, record, report)
+        self.append(record)
+        interrupted, save_due = _agree(
+            stopped(), time.perf_counter() - self.last_save > CHECKPOINT_SECONDS
         )
-    return state
+        if due or interrupted or save_due:
+            report.phase("saving a checkpoint")
+            meta = {"iteration": iteration, "elapsed_s": self.elapsed()}
+            self.checkpoints.save(state, step=iteration, meta=meta)
+            self.last_save = time.perf_counter()
+        if due or interrupted:
+            self.plot(report)
+        remaining = self.clock.remaining(iteration, preset.iterations, preset.eval_every)
+        report.advance(iteration, self.recipe.progress(record), remaining)
+        if interrupted:
+            report.log(f"interrupted: saved a checkpoint at iteration {iteration}")
+            raise TrainingInterrupted(self.out, iteration)
+        return state

@@ -70,7 +70,9 @@ def evaluate(
     return results
 
 
-def _play_episodes(trainer, state, num_episodes: int, key, greedy: bool):
+def play_episodes(trainer, state, num_episodes: int, key, greedy: bool) -> ppo.EvaluationResult:
+    """`num_episodes` episodes of a PPO state's policy ([`azx.ppo.evaluate`][]), with the
+    observation statistics it was trained with."""
     stats = state.observation_stats if trainer.config.normalize_observations else None
     return _evaluate_episodes(
         trainer.env,
@@ -103,7 +105,7 @@ def return_record(result: ppo.EvaluationResult, *, greedy: bool) -> dict[str, An
 
 def evaluate_policy(trainer, state, *, num_episodes: int, key, greedy: bool) -> dict[str, Any]:
     """A PPO run's policy over `num_episodes` episodes, as a [`return_record`][]."""
-    result = _play_episodes(trainer, state, num_episodes, key, greedy)
+    result = play_episodes(trainer, state, num_episodes, key, greedy)
     return return_record(result, greedy=greedy)
 
 

@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import arena, ppo, presets
-from ._report import _play_episodes
+from . import ppo, presets
+from ._errors import RunError as RunError, one_line
 from ._trainer import AbstractTrainer
 from .checkpoint import Checkpointer, DamagedCheckpointError
 from .envs import AbstractEnv
@@ -26,18 +26,10 @@ CURVE_FILE = "learning_curve.png"
 EVAL_DIR = "evals"
 
 
-class RunError(ValueError):
-    """Bad input for a run (unknown preset, missing checkpoint, conflicting directory...).
-
-    Messages name the arguments of [`azx.run.train`][] and [`azx.load_run`][] in
-    backquotes (`` `resume` ``, `` `out` ``); the command line prints them as one line
-    with its own flag names (`--resume`, `--out`) and exits with status 2."""
-
-
 # ----------------------------------------------------------------------------- files
 
 
-def _write_atomic(path: str | os.PathLike, text: str) -> None:
+def write_atomic(path: str | os.PathLike, text: str) -> None:
     """Write `text` to `path` through a temporary file and a rename: never half-written."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -60,7 +52,7 @@ def _umask() -> int:
     return mask
 
 
-def _check_writable(path: Path, argument: str, *, file: bool = False) -> None:
+def check_writable(path: Path, argument: str, *, file: bool = False) -> None:
     """Raise a `RunError` naming `argument` unless this process can create (or write)
     the directory `path` (with `file`: the file `path`). Leaves nothing behind."""
     if file:
@@ -82,7 +74,7 @@ def _check_writable(path: Path, argument: str, *, file: bool = False) -> None:
 
 def write_json(path: str | os.PathLike, data: Any) -> None:
     """Write `data` as indented JSON to `path` through a temporary file and a rename."""
-    _write_atomic(path, json.dumps(data, indent=2) + "\n")
+    write_atomic(path, json.dumps(data, indent=2) + "\n")
 
 
 def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
@@ -114,21 +106,24 @@ def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
     return records
 
 
-def _run_config(preset: presets.AnyPreset, seed: int) -> dict[str, Any]:
+def run_config(preset: presets.Preset, seed: int) -> dict[str, Any]:
+    """The `config.json` of a run of `preset` from `seed`."""
     from . import __version__
 
     return {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
 
 
-# What changes the trained network; the rest (length, evaluation, logging) may differ
-# between a run and its resumption.
-_NOT_TRAINING = {"name", "description", "iterations", "eval_opponents", "eval_agents",
-                 "eval_every", "eval_games", "eval_episodes", "eval_greedy",
-                 "log_every"}  # fmt: skip
+# Preset fields that do not change the trained network: they (and every `eval_*` field,
+# of any recipe) may differ between a run and its resumption.
+_NOT_TRAINING = {"name", "description", "iterations", "log_every"}
 
 
 def _training_identity(config: dict[str, Any]) -> dict[str, Any]:
-    preset = {k: v for k, v in config["preset"].items() if k not in _NOT_TRAINING}
+    preset = {
+        k: v
+        for k, v in config["preset"].items()
+        if k not in _NOT_TRAINING and not k.startswith("eval_")
+    }
     return {"seed": config["seed"], **preset}
 
 
@@ -159,18 +154,7 @@ def _load_config(directory: Path) -> dict[str, Any]:
     except KeyError as error:
         raise RunError(f"{path} is not a valid run configuration: no {error}") from None
     except (OSError, ValueError, TypeError, AttributeError) as error:
-        raise RunError(f"{path} is not a valid run configuration: {_one_line(error)}") from None
-
-
-def _one_line(error: BaseException) -> str:
-    """An error's message on one line: a runtime type checker's (jaxtyping, beartype)
-    runs over many, of which the first four say what is wrong."""
-    lines = []
-    for line in str(error).splitlines():
-        if line.startswith("---"):
-            break
-        lines.append(line.strip())
-    return " ".join(line for line in lines[:4] if line)
+        raise RunError(f"{path} is not a valid run configuration: {one_line(error)}") from None
 
 
 # ----------------------------------------------------------------------------- runs
@@ -181,7 +165,7 @@ class Run:
     """A trained run, opened by [`azx.load_run`][]."""
 
     directory: Path
-    preset: presets.AnyPreset
+    preset: presets.Preset
     """The full training setup (environment, network, algorithm, `Config`)."""
     seed: int
     iteration: int
@@ -194,8 +178,8 @@ class Run:
 
     @property
     def algorithm(self) -> str:
-        """`"alphazero"` or `"ppo"`."""
-        return self.preset.algorithm
+        """The name of the preset's recipe: `"alphazero"` or `"ppo"`."""
+        return self.preset.recipe.name
 
     @property
     def config(self):
@@ -209,8 +193,8 @@ class Run:
         `(carry, (logits, value))`."""
         return self.state.net
 
-    def _alphazero_only(self, what: str) -> None:
-        if self.algorithm != "alphazero":
+    def _plays_games(self, what: str) -> None:
+        if not self.preset.recipe.plays_games:
             raise RunError(
                 f"{what} needs an AlphaZero run; {self.directory} is a {self.algorithm} run"
             )
@@ -218,30 +202,28 @@ class Run:
     def search(self, num_simulations: int | None = None, **options) -> Any:
         """The run's search played greedily (no exploration noise), with its training
         number of simulations unless `num_simulations` is given (AlphaZero runs)."""
-        self._alphazero_only("a search")
+        self._plays_games("a search")
         if num_simulations is not None:
             options["num_simulations"] = num_simulations
-        return self.preset.make_eval_search(**options)
+        return self.preset.recipe.make_eval_search(**options)
 
     def agent(self, kind: str = "search", *, num_simulations: int | None = None) -> Any:
         """An arena agent: `"search"` (network + greedy search) or `"network"` (argmax of
         the policy, no search) (AlphaZero runs)."""
-        self._alphazero_only("an arena agent")
-        if kind == "network":
-            return arena.NetworkAgent(self.net)
-        if kind == "search":
-            return arena.SearchAgent(self.net, self.search(num_simulations))
-        raise RunError(f"agent must be 'search' or 'network', got {kind!r}")
+        self._plays_games("an arena agent")
+        return self.preset.recipe.agent(self.net, kind, num_simulations)
 
     def play_episodes(
         self, num_episodes: int, *, key, greedy: bool | None = None
     ) -> ppo.EvaluationResult:
         """`num_episodes` episodes of the trained policy ([`azx.ppo.evaluate`][]), greedy
         or sampled as the preset evaluates unless `greedy` is given (PPO runs)."""
-        if self.algorithm != "ppo":
-            raise RunError(f"episodes need a PPO run; {self.directory} is an AlphaZero run")
-        greedy = self.preset.eval_greedy if greedy is None else greedy
-        return _play_episodes(self.trainer, self.state, num_episodes, key, greedy)
+        try:
+            return self.preset.recipe.play_episodes(
+                self.trainer, self.state, num_episodes, key=key, greedy=greedy
+            )
+        except RunError as error:
+            raise RunError(f"{error} ({self.directory})") from None
 
     def metrics(self) -> list[dict[str, Any]]:
         """The records of `metrics.jsonl`."""
@@ -271,8 +253,8 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     preset = presets.from_dict(config["preset"])
     if _latest_step(directory) is None:
         raise RunError(f"{directory} has no checkpoint yet")
-    trainer, like = _build(preset, config["seed"])
-    state, _ = _restore(directory, like, step)
+    trainer, like = build(preset, config["seed"])
+    state, _ = restore(directory, like, step)
     return Run(
         directory=directory,
         preset=preset,
@@ -287,14 +269,14 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
 def _latest_step(out: Path) -> int | None:
     if not (out / CHECKPOINT_DIR).exists():
         return None  # (without creating anything)
-    with _checkpointer(out) as manager:
+    with open_checkpoints(out) as manager:
         return manager.latest_step()
 
 
-def _restore(out: Path, like, step: int | None = None) -> tuple[Any, dict[str, Any]]:
+def restore(out: Path, like, step: int | None = None) -> tuple[Any, dict[str, Any]]:
     """The state and meta of checkpoint `step` of the run in `out` (default: the newest
     that reads back intact); any failure is a `RunError`."""
-    with _checkpointer(out) as checkpoints:
+    with open_checkpoints(out) as checkpoints:
         try:
             state = checkpoints.restore(like, step=step)
             return state, checkpoints.meta(int(state.iteration))
@@ -306,7 +288,7 @@ def _restore(out: Path, like, step: int | None = None) -> tuple[Any, dict[str, A
             raise RunError(first.rstrip(":") + example) from None
 
 
-def _resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
+def resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
     """The saved configuration of the run in `out`, checked against explicit options."""
     if not (out / CONFIG_FILE).exists():
         raise RunError(f"`resume`: {out} holds no run to resume (no {CONFIG_FILE})")
@@ -331,7 +313,7 @@ def _resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
     return saved
 
 
-def _check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
+def check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
     """Refuse to start `config` in `out` if that would overwrite or mix with a saved run."""
     if (out / CONFIG_FILE).exists():
         saved = _load_config(out)
@@ -352,7 +334,7 @@ def _check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
 
 
 @contextmanager
-def _checkpointer(out: Path, keep_period: int | None = None) -> Iterator[Checkpointer]:
+def open_checkpoints(out: Path, keep_period: int | None = None) -> Iterator[Checkpointer]:
     directory = out / CHECKPOINT_DIR
     if directory.exists() and not directory.is_dir():
         raise RunError(f"{directory} should hold the run's checkpoints but is a file")
@@ -363,10 +345,10 @@ def _checkpointer(out: Path, keep_period: int | None = None) -> Iterator[Checkpo
         manager.close()
 
 
-def _build(preset: presets.AnyPreset, seed: int):
+def build(preset: presets.Preset, seed: int):
     """The preset's trainer and initial state; a preset that cannot be built here (an
     environment whose package is missing, say) is a `RunError`."""
     try:
         return preset.build(seed=seed)
     except (ValueError, TypeError, KeyError, ImportError) as error:
-        raise RunError(f"preset {preset.name!r}: {_one_line(error)}") from None
+        raise RunError(f"preset {preset.name!r}: {one_line(error)}") from None

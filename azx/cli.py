@@ -18,7 +18,8 @@ import typer
 import typer.core
 
 from . import __version__, _cluster, presets, run as runs
-from ._rundir import split_checkpoint_spec
+from ._recipes import RECIPES
+from ._rundir import check_writable
 from .checkpoint import DamagedCheckpointWarning
 
 
@@ -105,7 +106,7 @@ _RENAMED = {"opponents": "opponent"}
 _ARGUMENTS = {
     "out", "preset", "env", "seed", "resume", "iterations", "eval_every", "eval_games",
     "eval_episodes", "opponents", "log_every", "json", "coordinator", "num_processes",
-    "process_id", "join_timeout",
+    "process_id", "join_timeout", "log",
 }  # fmt: skip
 
 
@@ -150,114 +151,143 @@ def _load(directory: Path, step: int | None) -> runs.Run:
 _PRESETS = ", ".join(presets.names())
 
 
+_TrainPresetOption = Annotated[
+    str | None,
+    typer.Option(
+        help=f"What to train: a preset ({_PRESETS}), or pgx:GAME for any two-player pgx "
+        "game with a generic AlphaZero setup (e.g. pgx:hex).",
+        show_default="tic_tac_toe",
+        metavar="NAME",
+    ),
+]
+_TrainEnvOption = Annotated[
+    str | None,
+    # Kept for command lines written before --preset took games: an environment name
+    # picks the preset that plays it.
+    typer.Option(hidden=True),
+]
+_TrainOutOption = Annotated[
+    Path | None,
+    typer.Option(help="Run directory.", show_default="runs/PRESET-seedSEED", metavar="DIR"),
+]
+_TrainSeedOption = Annotated[
+    int | None, typer.Option(help="Random seed.", show_default="0", metavar="N")
+]
+_TrainResumeOption = Annotated[
+    bool,
+    typer.Option(
+        "--resume",
+        help="Continue the run in --out from its newest checkpoint, with its saved setup.",
+    ),
+]
+_TrainIterationsOption = Annotated[
+    int | None,
+    typer.Option(min=1, metavar="N", help="Training iterations.", show_default="the preset's"),
+]
+_TrainEvalEveryOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Iterations between evaluations and checkpoints.",
+        show_default="the preset's",
+    ),
+]
+_TrainEvalGamesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=2,
+        metavar="N",
+        help="Games per evaluation match (even; AlphaZero).",
+        show_default="the preset's",
+    ),
+]
+_TrainEvalEpisodesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1, metavar="N", help="Episodes per evaluation (PPO).", show_default="the preset's"
+    ),
+]
+_TrainOpponentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Evaluation opponent, repeatable (AlphaZero): random, greedy, mcts:N, solver, "
+        "openspiel-mcts:N or openspiel-alphabeta:DEPTH (see azx eval --help).",
+        show_default="the preset's",
+        metavar="SPEC",
+    ),
+]
+_TrainLogEveryOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Iterations per logged training call.",
+        show_default="the preset's",
+    ),
+]
+_TrainLogOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help="Experiment tracker, repeatable: tensorboard (event files in RUN/tensorboard/) "
+        "or wandb (a Weights & Biases run; WANDB_MODE=offline keeps it in RUN/wandb/). "
+        "Each is an extra: pip install 'azx[tensorboard]' or 'azx[wandb]'.",
+        show_default="none",
+        metavar="TRACKER",
+    ),
+]
+_TrainQuietOption = Annotated[bool, typer.Option("--quiet", help="No progress output.")]
+_TrainCoordinatorOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Several processes: process 0's address and a free port (HOST:PORT), the "
+        "same in every process. Inside a SLURM or Open MPI job of several tasks the "
+        "three settings come from the job.",
+        metavar="HOST:PORT",
+    ),
+]
+_TrainNumProcessesOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Several processes: how many take part.",
+        metavar="N",
+    ),
+]
+_TrainProcessIdOption = Annotated[
+    int | None,
+    typer.Option(
+        help="Several processes: this process's number, 0 to N-1 (0 writes the files).",
+        metavar="I",
+    ),
+]
+_TrainJoinTimeoutOption = Annotated[
+    float,
+    typer.Option(
+        help="Several processes: seconds to wait for all of them to join.",
+        metavar="SECONDS",
+    ),
+]
+
+
 @app.command()
 def train(
-    preset: Annotated[
-        str | None,
-        typer.Option(
-            help=f"What to train: a preset ({_PRESETS}), or pgx:GAME for any two-player pgx "
-            "game with a generic AlphaZero setup (e.g. pgx:hex).",
-            show_default="tic_tac_toe",
-            metavar="NAME",
-        ),
-    ] = None,
-    env: Annotated[
-        str | None,
-        # Kept for command lines written before --preset took games: an environment name
-        # picks the preset that plays it.
-        typer.Option(hidden=True),
-    ] = None,
-    out: Annotated[
-        Path | None,
-        typer.Option(help="Run directory.", show_default="runs/PRESET-seedSEED", metavar="DIR"),
-    ] = None,
-    seed: Annotated[
-        int | None, typer.Option(help="Random seed.", show_default="0", metavar="N")
-    ] = None,
-    resume: Annotated[
-        bool,
-        typer.Option(
-            "--resume",
-            help="Continue the run in --out from its newest checkpoint, with its saved setup.",
-        ),
-    ] = False,
-    iterations: Annotated[
-        int | None,
-        typer.Option(min=1, metavar="N", help="Training iterations.", show_default="the preset's"),
-    ] = None,
-    eval_every: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Iterations between evaluations and checkpoints.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    eval_games: Annotated[
-        int | None,
-        typer.Option(
-            min=2,
-            metavar="N",
-            help="Games per evaluation match (even; AlphaZero).",
-            show_default="the preset's",
-        ),
-    ] = None,
-    eval_episodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1, metavar="N", help="Episodes per evaluation (PPO).", show_default="the preset's"
-        ),
-    ] = None,
-    opponent: Annotated[
-        list[str] | None,
-        typer.Option(
-            help="Evaluation opponent, repeatable (AlphaZero): random, greedy, mcts:N, solver, "
-            "openspiel-mcts:N or openspiel-alphabeta:DEPTH (see azx eval --help).",
-            show_default="the preset's",
-            metavar="SPEC",
-        ),
-    ] = None,
-    log_every: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="Iterations per logged training call.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    quiet: Annotated[bool, typer.Option("--quiet", help="No progress output.")] = False,
-    coordinator: Annotated[
-        str | None,
-        typer.Option(
-            help="Several processes: process 0's address and a free port (HOST:PORT), the "
-            "same in every process. Inside a SLURM or Open MPI job of several tasks the "
-            "three settings come from the job.",
-            metavar="HOST:PORT",
-        ),
-    ] = None,
-    num_processes: Annotated[
-        int | None,
-        typer.Option(
-            help="Several processes: how many take part.",
-            metavar="N",
-        ),
-    ] = None,
-    process_id: Annotated[
-        int | None,
-        typer.Option(
-            help="Several processes: this process's number, 0 to N-1 (0 writes the files).",
-            metavar="I",
-        ),
-    ] = None,
-    join_timeout: Annotated[
-        float,
-        typer.Option(
-            help="Several processes: seconds to wait for all of them to join.",
-            metavar="SECONDS",
-        ),
-    ] = _cluster.JOIN_SECONDS,
+    preset: _TrainPresetOption = None,
+    env: _TrainEnvOption = None,
+    out: _TrainOutOption = None,
+    seed: _TrainSeedOption = None,
+    resume: _TrainResumeOption = False,
+    iterations: _TrainIterationsOption = None,
+    eval_every: _TrainEvalEveryOption = None,
+    eval_games: _TrainEvalGamesOption = None,
+    eval_episodes: _TrainEvalEpisodesOption = None,
+    opponent: _TrainOpponentOption = None,
+    log_every: _TrainLogEveryOption = None,
+    log: _TrainLogOption = None,
+    quiet: _TrainQuietOption = False,
+    coordinator: _TrainCoordinatorOption = None,
+    num_processes: _TrainNumProcessesOption = None,
+    process_id: _TrainProcessIdOption = None,
+    join_timeout: _TrainJoinTimeoutOption = _cluster.JOIN_SECONDS,
 ) -> None:
     """Train an agent (AlphaZero or PPO, by preset); writes config.json, metrics.jsonl,
     checkpoints and learning_curve.png into the run directory. Ctrl-C stops after saving a
@@ -288,6 +318,7 @@ def train(
             eval_episodes=eval_episodes,
             opponents=opponent or None,
             log_every=log_every,
+            log=log or (),
             quiet=quiet,
         )
     except runs.RunError as error:
@@ -300,225 +331,137 @@ def train(
         raise typer.Exit(130) from None
 
 
+_EvalRunOption = Annotated[
+    Path, typer.Option(help="Run directory written by azx train.", metavar="DIR")
+]
+_EvalOpponentOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        help=(
+            "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
+            "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
+            "checkpoint of this or another run of the same game, playing as --agent with "
+            "its own simulations; needs --opening-plies); repeatable."
+        ),
+        show_default="random",
+        metavar="SPEC",
+    ),
+]
+_EvalGamesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=2, metavar="N", help="AlphaZero: games per opponent (even).", show_default="200"
+    ),
+]
+_EvalAgentOption = Annotated[
+    str | None,
+    typer.Option(
+        help="AlphaZero: search (network + search) or network (policy argmax).",
+        show_default="search",
+        metavar="KIND",
+    ),
+]
+_EvalSimulationsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="AlphaZero: search simulations.",
+        show_default="the run's training number",
+    ),
+]
+_EvalEpisodesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="PPO: episodes to play.",
+        show_default="the preset's",
+    ),
+]
+_EvalGreedyOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--greedy/--sample",
+        help="PPO: play the policy's most likely action, or sample it.",
+        show_default="the preset's",
+    ),
+]
+_EvalOpeningPliesOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        metavar="N",
+        help=(
+            "AlphaZero: the first N plies of every game are random legal moves, for "
+            "varied games between agents that play deterministically."
+        ),
+        show_default="0",
+    ),
+]
+_EvalStepOption = Annotated[
+    int | None,
+    typer.Option(help="Checkpoint (iteration) to load.", show_default="the newest", metavar="N"),
+]
+_EvalSeedOption = Annotated[int, typer.Option(help="Seed of the evaluation games.", metavar="N")]
+_EvalJsonPathOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--json",
+        help="Result file.",
+        show_default="RUN/evals/AGENT-ITERATION.json",
+        metavar="FILE",
+    ),
+]
+
+
 @app.command("eval")
 def evaluate(
-    run: Annotated[Path, typer.Option(help="Run directory written by azx train.", metavar="DIR")],
-    opponent: Annotated[
-        list[str] | None,
-        typer.Option(
-            help=(
-                "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
-                "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
-                "checkpoint of this or another run of the same game, playing as --agent with "
-                "its own simulations; needs --opening-plies); repeatable."
-            ),
-            show_default="random",
-            metavar="SPEC",
-        ),
-    ] = None,
-    games: Annotated[
-        int | None,
-        typer.Option(
-            min=2, metavar="N", help="AlphaZero: games per opponent (even).", show_default="200"
-        ),
-    ] = None,
-    agent: Annotated[
-        str | None,
-        typer.Option(
-            help="AlphaZero: search (network + search) or network (policy argmax).",
-            show_default="search",
-            metavar="KIND",
-        ),
-    ] = None,
-    simulations: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="AlphaZero: search simulations.",
-            show_default="the run's training number",
-        ),
-    ] = None,
-    episodes: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            metavar="N",
-            help="PPO: episodes to play.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    greedy: Annotated[
-        bool | None,
-        typer.Option(
-            "--greedy/--sample",
-            help="PPO: play the policy's most likely action, or sample it.",
-            show_default="the preset's",
-        ),
-    ] = None,
-    opening_plies: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            metavar="N",
-            help=(
-                "AlphaZero: the first N plies of every game are random legal moves, for "
-                "varied games between agents that play deterministically."
-            ),
-            show_default="0",
-        ),
-    ] = None,
-    step: Annotated[
-        int | None,
-        typer.Option(
-            help="Checkpoint (iteration) to load.", show_default="the newest", metavar="N"
-        ),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the evaluation games.", metavar="N")] = 0,
-    json_path: Annotated[
-        Path | None,
-        typer.Option(
-            "--json",
-            help="Result file.",
-            show_default="RUN/evals/AGENT-ITERATION.json",
-            metavar="FILE",
-        ),
-    ] = None,
+    run: _EvalRunOption,
+    opponent: _EvalOpponentOption = None,
+    games: _EvalGamesOption = None,
+    agent: _EvalAgentOption = None,
+    simulations: _EvalSimulationsOption = None,
+    episodes: _EvalEpisodesOption = None,
+    greedy: _EvalGreedyOption = None,
+    opening_plies: _EvalOpeningPliesOption = None,
+    step: _EvalStepOption = None,
+    seed: _EvalSeedOption = 0,
+    json_path: _EvalJsonPathOption = None,
 ) -> None:
     """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
     Elo). PPO: the mean return of N episodes with its 95% interval."""
-    import jax
-
     loaded = _load(run, step)
     # Before the evaluation (minutes, perhaps): can its result be written?
-    from ._rundir import _check_writable
-
     try:
         if json_path is None:
-            _check_writable(run / runs.EVAL_DIR, "json")
+            check_writable(run / runs.EVAL_DIR, "json")
         else:
-            _check_writable(json_path, "json", file=True)
+            check_writable(json_path, "json", file=True)
     except runs.RunError as error:
         _fail(str(error))
-    options = {
-        "alphazero": {"--opponent": opponent, "--games": games, "--agent": agent},
-        "ppo": {"--episodes": episodes, "--greedy/--sample": greedy},
-    }
-    options["alphazero"]["--simulations"] = simulations
-    options["alphazero"]["--opening-plies"] = opening_plies
-    for algorithm, given in options.items():
-        flags = [flag for flag, value in given.items() if value is not None]
-        if algorithm != loaded.algorithm and flags:
-            _fail(
-                f"{', '.join(flags)} applies to {algorithm} runs; {run} is a {loaded.algorithm} run"
-            )
-    if loaded.algorithm == "ppo":
-        greedy = loaded.preset.eval_greedy if greedy is None else greedy
-        episodes = loaded.preset.eval_episodes if episodes is None else episodes
-        record = runs.evaluate_policy(
-            loaded.trainer,
-            loaded.state,
-            num_episodes=episodes,
-            key=jax.random.key(seed),
-            greedy=greedy,
-        )
-        typer.echo(f"{run} at iteration {loaded.iteration}: {runs.describe_return(record)}")
-        result = {"run": str(run), "iteration": loaded.iteration, "seed": seed, **record}
-        name = "greedy" if greedy else "policy"
-    else:
-        result, name = _evaluate_alphazero(
-            loaded, run, opponent or ["random"], 200 if games is None else games,
-            agent or "search", simulations, opening_plies or 0, seed,
-        )  # fmt: skip
+    given = {"opponent": opponent, "games": games, "agent": agent, "simulations": simulations}
+    given |= {"opening_plies": opening_plies, "episodes": episodes, "greedy": greedy}
+    recipe = loaded.preset.recipe
+    for other in RECIPES.values():
+        flags = [_EVAL_FLAGS.get(name, "--" + name.replace("_", "-")) for name in other.eval_options
+                 if given[name] is not None and name not in recipe.eval_options]  # fmt: skip
+        if flags:
+            _fail(f"{', '.join(flags)} applies to {other.name} runs; {run} is a {recipe.name} run")
+    options = {name: given[name] for name in recipe.eval_options}
+    try:
+        result, name, lines = recipe.evaluate_run(loaded, options, seed=seed)
+    except runs.RunError as error:
+        _fail(str(error))
+    for line in lines:
+        typer.echo(line)
     path = json_path or run / runs.EVAL_DIR / f"{name}-{loaded.iteration}.json"
     runs.write_json(path, result)  # (a default path that cannot be written: an OSError)
     typer.echo(f"wrote {path}")
 
 
-def _run_opponent(spec: str, loaded: runs.Run, agent: str, opening_plies: int):
-    """`run:DIR[@ITERATION]`: that checkpoint's agent of kind `agent`, as `(name, agent)`."""
-    from . import arena
-
-    directory, step = split_checkpoint_spec(spec.strip().removeprefix("run:"))
-    if not directory:
-        _fail(f"opponent {spec!r}: give a run directory, as in run:runs/othello-seed0@750")
-    if not opening_plies:
-        _fail(
-            f"opponent {spec!r} and the agent both play deterministically, so every game "
-            "would repeat one of two; give --opening-plies N (e.g. 4) for varied games"
-        )
-    try:
-        other = runs.load_run(directory, step=step)
-    except runs.RunError as error:
-        _fail(f"opponent {spec!r}: {error}")
-    if other.algorithm != "alphazero":
-        _fail(f"opponent {spec!r} is a {other.algorithm} run; it has no board-game agent")
-    game, own = getattr(other.env, "name", None), getattr(loaded.env, "name", None)
-    if game != own:
-        _fail(f"opponent {spec!r} plays {game!r}; {loaded.directory} plays {own!r}")
-    # Its own environment: the same game, perhaps observed differently.
-    player = arena.RandomOpening(other.agent(agent), opening_plies, env=other.env)
-    return f"run:{directory}@{other.iteration}", player
-
-
-def _evaluate_alphazero(loaded, run, opponent, games, agent, simulations, opening_plies, seed):
-    import jax
-
-    from . import arena
-
-    if games % 2:
-        _fail(f"--games must be even (half the games with each colour), got {games}")
-    if agent not in ("search", "network"):
-        _fail(f"--agent must be 'search' or 'network', got {agent!r}")
-
-    def opening(player):  # without random plies, the agent itself: its games unchanged
-        return arena.RandomOpening(player, opening_plies) if opening_plies else player
-
-    opponents = {}
-    for spec in opponent:
-        if spec.strip().startswith("run:"):
-            name, other = _run_opponent(spec, loaded, agent, opening_plies)
-            opponents[name] = other
-            continue
-        try:
-            baseline = arena.opponent(spec, loaded.env)
-        except (ValueError, ImportError) as error:  # ImportError: open_spiel is missing
-            _fail(str(error))
-        opponents[spec] = opening(baseline)
-    player = loaded.agent(agent, num_simulations=simulations)
-    results = runs.evaluate(
-        loaded.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
-    )[agent]
-    label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
-    if opening_plies:
-        label += f", the first {opening_plies} plies of every game random"
-    typer.echo(f"{run} at iteration {loaded.iteration}, {label}:")
-    for spec, record in results.items():
-        typer.echo(f"  vs {spec}: {runs.describe(record)}")
-    if len(results) > 1:
-        ratings = arena.elo_ratings(
-            {("azx", spec): (r["wins"], r["draws"], r["losses"]) for spec, r in results.items()},
-            anchor="azx",
-            prior_draws=1.0,
-        )
-        typer.echo(
-            "  Elo relative to the agent (1 prior draw per pair): "
-            + ", ".join(
-                f"{name} {rating:+.0f} [{low:+.0f}, {high:+.0f}]"
-                for name, (rating, low, high) in ratings.items()
-                if name != "azx"
-            )
-        )
-    result = {
-        "run": str(run),
-        "iteration": loaded.iteration,
-        "agent": agent,
-        "num_simulations": None if agent == "network" else player.search.num_simulations,
-        "opening_plies": opening_plies,
-        "seed": seed,
-        "results": results,
-    }
-    return result, agent
+# `azx eval` options whose flag is not `--` + the name with dashes.
+_EVAL_FLAGS = {"greedy": "--greedy/--sample"}
 
 
 @app.command()
@@ -544,7 +487,7 @@ def play(
     if sys.stdin is None or sys.stdin.closed:
         _fail("azx play reads your moves from standard input, which is closed")
     loaded = _load(run, None)
-    if loaded.algorithm != "alphazero":
+    if not loaded.preset.recipe.plays_games:
         _fail(
             f"azx play plays board games against AlphaZero runs; {run} is a {loaded.algorithm} run"
         )

@@ -3,7 +3,7 @@
 A run directory holds
 
 - `config.json`: the seed and the full preset the run was trained with
-  ([`azx.presets.Preset`][] for AlphaZero, [`azx.presets.PPOPreset`][] for PPO);
+  ([`azx.presets.Preset`][]'s `to_dict`, its recipe's name as `"algorithm"`);
 - `metrics.jsonl`: one JSON object per logged iteration (losses, throughput and, where an
   evaluation ran, its results), the first one the untrained agent's evaluation at
   iteration 0;
@@ -21,7 +21,8 @@ A run directory holds
     result = run.play_episodes(100, key=jax.random.key(0))   # an azx.ppo.EvaluationResult
 
 The code lives in private modules: `azx._rundir` (files, configuration, `load_run`),
-`azx._loop` (the training loop) and `azx._report` (evaluation records and pictures).
+`azx._loop` (the training loop), `azx._report` (evaluation records and pictures) and
+`azx._recipes` (what differs between algorithms: each preset's recipe).
 """
 
 from ._loop import (

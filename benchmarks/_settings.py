@@ -18,11 +18,12 @@ def preset_with(name: str, settings: list[str]) -> azx.presets.Preset:
             raise SystemExit(f"--set takes FIELD=VALUE, got {setting!r}")
         value = json.loads(text)
         if field in ("iterations", "search", "network", "search_options", "network_options"):
-            preset = dataclasses.replace(preset, **{field: value})
+            preset = preset.replace(**{field: value})
         elif field.startswith(("network.", "search.")):
             options_field = field.partition(".")[0] + "_options"
-            options = getattr(preset, options_field) | {field.partition(".")[2]: value}
-            preset = dataclasses.replace(preset, **{options_field: options})
+            owner = preset if options_field == "network_options" else preset.recipe
+            options = getattr(owner, options_field) | {field.partition(".")[2]: value}
+            preset = preset.replace(**{options_field: options})
         else:
             config = dataclasses.replace(preset.config, **{field: value})
             preset = dataclasses.replace(preset, config=config)

@@ -65,7 +65,7 @@ def scaled(preset: azx.presets.Preset, factor: int) -> azx.presets.Preset:
 def state_shapes(preset: azx.presets.Preset):
     """The trainer and the shapes of its initial state (no arrays allocated)."""
     env = preset.make_env()
-    trainer = azx.alphazero.AlphaZero(env, preset.make_search(), preset.config)
+    trainer = azx.alphazero.AlphaZero(env, preset.recipe.make_search(), preset.config)
     net = preset.make_network(env, key=jax.random.key(0))
     return trainer, jax.eval_shape(lambda: trainer.init(net, key=jax.random.key(1)))
 
@@ -153,7 +153,9 @@ def measure(name: str) -> dict:
 
     # The tree's cost per simulation: its size at two simulation counts.
     tree_bytes = [
-        nbytes(jax.eval_shape(lambda n=n: preset.make_search(num_simulations=n).init(env, rows)))
+        nbytes(
+            jax.eval_shape(lambda n=n: preset.recipe.make_search(num_simulations=n).init(env, rows))
+        )
         for n in TREE_SIMULATIONS
     ]
     tree_per_simulation = (tree_bytes[1] - tree_bytes[0]) / (
@@ -177,8 +179,8 @@ def measure(name: str) -> dict:
     return {
         "preset": name,
         "network": preset.network,
-        "search": preset.search,
-        "num_simulations": preset.search_options["num_simulations"],
+        "search": preset.recipe.search,
+        "num_simulations": preset.recipe.search_options["num_simulations"],
         "num_envs": rows,
         "batch_size": config.batch_size,
         "buffer_capacity": config.buffer_capacity,
@@ -296,7 +298,7 @@ def main(argv=None) -> list[dict]:
     alphazero = [
         name
         for name in azx.presets.names()
-        if isinstance(azx.presets.get(name), azx.presets.Preset)
+        if isinstance(azx.presets.get(name).recipe, azx.presets.AlphaZeroRecipe)
     ]
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=alphazero, choices=alphazero)

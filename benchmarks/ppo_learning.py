@@ -4,7 +4,7 @@ evaluated.
     python -m benchmarks.ppo_learning ppo_cartpole --seeds 8 [--json PATH]
     python -m benchmarks.ppo_learning ppo_minigrid --seeds 5
 
-Every seed trains through `PPOPreset.build` and `PPO.train` (the same code as
+Every seed trains through `Preset.build` and `PPO.train` (the same code as
 `azx train`), in calls of `--chunk` iterations, then plays `--episodes` evaluation episodes
 (sampling the policy, or its most likely action with `--greedy`). Prints each seed's mean
 evaluation return with its 95% interval and the time taken; `--threshold` counts the
@@ -66,7 +66,7 @@ def main(argv=None):
     parser.add_argument("--json", help="write the records to this JSON file")
     args = parser.parse_args(argv)
     preset = azx.presets.get(args.preset)
-    if not isinstance(preset, azx.presets.PPOPreset):
+    if not isinstance(preset.recipe, azx.presets.PPORecipe):
         parser.error(f"{args.preset} is not a PPO preset")
     records = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):

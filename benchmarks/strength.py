@@ -20,7 +20,7 @@ import equinox as eqx
 import jax
 
 from azx import arena
-from azx._report import evaluate
+from azx.run import evaluate
 
 from ._settings import preset_with
 
@@ -56,11 +56,11 @@ def main() -> None:
         if azx_decays(args.preset):
             settings.append(f"decay_iterations={args.iterations}")
     preset = preset_with(args.preset, settings)
-    opponents = args.opponent or list(preset.eval_opponents)
+    opponents = args.opponent or list(preset.recipe.eval_opponents)
     for seed in args.seeds:
         trainer, state, seconds = train(preset, seed, args.chunk)
         agents = {
-            "search": arena.SearchAgent(state.net, preset.make_eval_search()),
+            "search": arena.SearchAgent(state.net, preset.recipe.make_eval_search()),
             "network": arena.NetworkAgent(state.net),
         }
         results = evaluate(

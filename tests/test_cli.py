@@ -215,7 +215,8 @@ ALPHAZERO_PRESETS = [
 def test_alphazero_presets_round_trip_through_json(name):
     preset = azx.presets.get(name)
     assert azx.presets.Preset.from_dict(json.loads(json.dumps(preset.to_dict()))) == preset
-    assert preset.make_eval_search().num_simulations == preset.search_options["num_simulations"]
+    search_options = preset.recipe.search_options
+    assert preset.recipe.make_eval_search().num_simulations == search_options["num_simulations"]
 
 
 def test_opponent_specs_parse_or_name_the_problem():

@@ -31,7 +31,7 @@ def trained(tmp_path_factory):
 def test_train_writes_metrics_with_returns_and_a_curve(trained):
     config = json.loads((trained / "config.json").read_text())
     preset = azx.presets.from_dict(config["preset"])
-    assert isinstance(preset, azx.presets.PPOPreset) and preset.env == "gymnax:CartPole-v1"
+    assert isinstance(preset.recipe, azx.presets.PPORecipe) and preset.env == "gymnax:CartPole-v1"
     # The untrained policy's evaluation comes first, as iteration 0.
     untrained, *records = azx.run.read_metrics(trained)
     assert untrained["iteration"] == untrained["env_steps"] == 0 and "loss" not in untrained

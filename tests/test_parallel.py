@@ -179,7 +179,8 @@ def _params(run: pathlib.Path, step: int) -> list[np.ndarray]:
 def test_azx_train_on_two_processes_survives_a_kill_and_matches_one(tmp_path):
     """`azx train` on two processes × two CPU devices: killed while saving checkpoint 4,
     checkpoint 2 is the newest listed and restores; `--resume` on a fresh pair trains to
-    4; the parameters match one process with one device; only process 0 reports."""
+    4; the parameters match one process with one device; only process 0 reports, and only
+    it logs to TensorBoard."""
     run, one = tmp_path / "pair", tmp_path / "one"
     # The reference trains on one device, without a mesh: what the sharded run must equal.
     reference = _azx(tmp_path, 1, "train", "--out", one, *_CLUSTER_RUN, "--quiet", log="one.log")
@@ -207,7 +208,9 @@ def test_azx_train_on_two_processes_survives_a_kill_and_matches_one(tmp_path):
     checkpoints.close()
     two = _params(run, 2)
 
-    resumed = _pair(tmp_path, "train", "--out", run, "--resume", name="resumed")
+    resumed = _pair(
+        tmp_path, "train", "--out", run, "--resume", "--log", "tensorboard", name="resumed"
+    )
     out0, out1 = _finish(resumed, tmp_path, ["resumed0.log", "resumed1.log"], timeout=400)
     _finish([reference], tmp_path, ["one.log"], timeout=400)
     assert "resuming at iteration 2" in out0 and "done: 4 iterations" in out0
@@ -215,6 +218,17 @@ def test_azx_train_on_two_processes_survives_a_kill_and_matches_one(tmp_path):
 
     iterations = [record["iteration"] for record in azx.run.read_metrics(run)]
     assert iterations == [0, 1, 2, 3, 4]
+    # One writer (process 0's), which logged each resumed iteration's loss once.
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    (events,) = (run / "tensorboard").iterdir()
+    losses = [
+        event.step
+        for event in EventFileLoader(str(events)).Load()
+        for value in event.summary.value
+        if value.tag == "train/loss"
+    ]
+    assert losses == [3, 4]
     for mine, theirs in zip(azx.run.read_metrics(run), azx.run.read_metrics(one), strict=True):
         if "loss" in mine:
             assert abs(mine["loss"] - theirs["loss"]) < 1e-5, (mine, theirs)

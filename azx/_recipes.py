@@ -1,0 +1,436 @@
+"""Recipes: what the application (`azx train`, `azx eval`, `azx play`, [`azx.run`][])
+asks of an algorithm, so that it holds no branch per algorithm.
+
+A recipe is the part of a [`azx.presets.Preset`][] that belongs to one algorithm: its
+own settings (AlphaZero's search and evaluation opponents, PPO's evaluation episodes)
+and the answers to every question that differs between algorithms: which trainer to
+build, what a metrics record holds, how to evaluate, what to print and to draw, which
+options apply. A new algorithm is one more recipe.
+
+Private: `azx.presets` re-exports the recipes.
+"""
+
+import abc
+import dataclasses
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import jax
+import numpy as np
+
+from . import arena, envs, nets, ppo, search
+from ._errors import RunError
+from ._report import (
+    describe,
+    describe_return,
+    evaluate,
+    evaluate_policy,
+    play_episodes,
+    plot_learning_curve,
+    plot_return_curve,
+)
+from ._validate import check_positive_int
+from .alphazero import AlphaZero, Config
+
+
+class AbstractRecipe(abc.ABC):
+    """One algorithm as the application sees it. Concrete recipes are frozen dataclasses
+    whose fields are the algorithm's own preset settings."""
+
+    name: ClassVar[str]
+    """The algorithm's name in `config.json` (`"algorithm"`) and in messages."""
+    config_class: ClassVar[type]
+    """The trainer's configuration type (a preset's `config`)."""
+    train_options: ClassVar[dict[str, str]]
+    """[`azx.run.train`][] arguments that only this algorithm has, with the recipe field
+    each one sets."""
+    eval_options: ClassVar[tuple[str, ...]]
+    """`azx eval` options (as `evaluate_run` takes them) that only this algorithm has."""
+    networks: ClassVar[tuple[str, ...]]
+    """The values a preset's `network` may take."""
+    plays_games: ClassVar[bool]
+    """Whether the trained network is an arena agent (`azx play`, `run:DIR` opponents)."""
+    field_types: ClassVar[dict[str, tuple[str, ...]]]
+    """The recipe's fields by JSON type (`str`, `dict`, `bool`, `strings`), checked when a
+    preset is read back from a `config.json` that a person may have edited."""
+
+    @abc.abstractmethod
+    def make_network(self, network: str, options: dict[str, Any], env, *, key) -> Any:
+        """The preset's network (`network`, `options`) for `env`."""
+
+    @abc.abstractmethod
+    def make_trainer(self, env: envs.AbstractEnv, config) -> Any:
+        """The trainer ([`azx.AbstractTrainer`][]) for `env` and `config`."""
+
+    @abc.abstractmethod
+    def check_training(self, env: envs.AbstractEnv) -> None:
+        """`ValueError` (or `ImportError`, for a missing optional package) for settings
+        that cannot run on `env`, before anything is trained or written."""
+
+    @abc.abstractmethod
+    def record(self, trainer, state, history, rate: float) -> dict[str, Any]:
+        """A metrics record's algorithm fields after one training call (`history`: every
+        iteration's metrics; `rate`: environment steps per second)."""
+
+    @abc.abstractmethod
+    def evaluate(self, trainer, state, *, key, phase: Callable[[str], None]) -> dict[str, Any]:
+        """The evaluation `azx train` records (a metrics record's `"eval"`); `phase(text)`
+        says what it is doing."""
+
+    @abc.abstractmethod
+    def evaluation_lines(self, results: dict[str, Any]) -> list[str]:
+        """`evaluate`'s results as lines of text."""
+
+    @abc.abstractmethod
+    def progress(self, record: dict[str, Any]) -> str:
+        """The progress bar's summary of a metrics record."""
+
+    @abc.abstractmethod
+    def plot(self, records: list[dict[str, Any]], path, *, title: str) -> None:
+        """Draw the run's learning curve from its metrics records."""
+
+    @abc.abstractmethod
+    def agent(self, net, kind: str, num_simulations: int | None) -> arena.AbstractAgent:
+        """The arena agent of `kind` playing `net`; `RunError` without `plays_games`."""
+
+    @abc.abstractmethod
+    def play_episodes(self, trainer, state, num_episodes: int, *, key, greedy: bool | None):
+        """Episodes of the trained policy; `RunError` for an algorithm without them."""
+
+    @abc.abstractmethod
+    def evaluate_run(
+        self, run, options: dict[str, Any], *, seed: int
+    ) -> tuple[dict[str, Any], str, list[str]]:
+        """`azx eval` of `run` with the given `options` (the unset ones `None`): the
+        result to save, the file's name (without iteration) and the lines to print."""
+
+
+def check_types(values: dict[str, Any], **fields: tuple[str, ...]) -> None:
+    """Check each field's type (`str`, `dict`, `bool`, or `strings`: a tuple of str) so
+    that a wrong one is named."""
+    for kind, names in fields.items():
+        for name in (name for name in names if name in values):
+            value = values[name]
+            if kind == "strings":
+                ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
+            else:
+                ok = isinstance(value, {"str": str, "dict": dict, "bool": bool}[kind])
+            if not ok:
+                wanted = "a list of strings" if kind == "strings" else f"a {kind}"
+                raise ValueError(f"{name} must be {wanted}, got {value!r}")
+
+
+def _when(iteration: int) -> str:
+    return f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
+
+
+# ----------------------------------------------------------------------------- AlphaZero
+
+
+@dataclasses.dataclass(frozen=True)
+class AlphaZeroRecipe(AbstractRecipe):
+    """AlphaZero ([`azx.alphazero.AlphaZero`][]): its search and how `azx train`
+    evaluates it."""
+
+    name: ClassVar[str] = "alphazero"
+    config_class: ClassVar[type] = Config
+    train_options: ClassVar[dict[str, str]] = {
+        "eval_games": "eval_games",
+        "opponents": "eval_opponents",
+    }
+    eval_options: ClassVar[tuple[str, ...]] = (
+        "opponent",
+        "games",
+        "agent",
+        "simulations",
+        "opening_plies",
+    )
+    networks: ClassVar[tuple[str, ...]] = ("mlp", "resnet")
+    plays_games: ClassVar[bool] = True
+    field_types: ClassVar[dict[str, tuple[str, ...]]] = {
+        "str": ("search",),
+        "dict": ("search_options",),
+        "strings": ("eval_opponents", "eval_agents"),
+    }
+
+    search: str
+    """`"puct"` or `"gumbel"` (native search)."""
+    search_options: dict[str, Any]
+    eval_opponents: tuple[str, ...] = ("random", "greedy")
+    """Opponents `azx train` evaluates against (specs for [`azx.arena.opponent`][])."""
+    eval_agents: tuple[str, ...] = ("search",)
+    """Which agents are evaluated: `"search"` (network + search at the training number
+    of simulations, played greedily) and/or `"network"` (argmax of the policy)."""
+    eval_games: int = 200
+    """Games per evaluation match, half with each colour."""
+
+    def __post_init__(self):
+        check_types(vars(self), **self.field_types)
+        check_positive_int("eval_games", self.eval_games)
+        bad = set(self.eval_agents) - {"search", "network"}
+        if bad:
+            raise ValueError(f"eval_agents must be 'search' and/or 'network', got {sorted(bad)}")
+
+    def make_search(self, **overrides) -> search.AbstractSearch:
+        options = self.search_options | overrides
+        return search.make(self.search, options.pop("num_simulations"), **options)
+
+    def make_eval_search(self, **overrides) -> search.AbstractSearch:
+        """The training search with its exploration switched off: the most visited action
+        (PUCT, no root noise) or noise-free sequential halving (Gumbel)."""
+        greedy = (
+            {"temperature": 0.0, "dirichlet_fraction": 0.0}
+            if self.search == "puct"
+            else {"gumbel_scale": 0.0}
+        )
+        return self.make_search(**(greedy | overrides))
+
+    def make_network(self, network, options, env, *, key):
+        options = dict(options)
+        if env.num_players == 1:
+            options.setdefault("bounded_value", False)
+        network_class = {"mlp": nets.MLP, "resnet": nets.AlphaZeroResNet}[network]
+        return network_class(env.observation_shape, env.num_actions, key=key, **options)
+
+    def make_trainer(self, env, config):
+        return AlphaZero(env, self.make_search(), config)
+
+    def check_training(self, env):
+        for spec in self.eval_opponents:
+            arena.opponent(spec, env)
+        if self.eval_games % 2:
+            raise ValueError(
+                "`eval_games` must be even (half the games with each colour), got "
+                f"{self.eval_games}"
+            )
+
+    def record(self, trainer, state, history, rate):
+        del trainer, history  # the loss of the call's last iteration, as logged before
+        metrics = state.metrics
+        return {
+            "loss": float(metrics.loss),
+            "policy_loss": float(metrics.policy_loss),
+            "value_loss": float(metrics.value_loss),
+            "selfplay_steps_per_s": rate,
+        }
+
+    def evaluate(self, trainer, state, *, key, phase):
+        agents = {kind: self.agent(state.net, kind, None) for kind in self.eval_agents}
+        return evaluate(
+            trainer.env,
+            agents,
+            self.eval_opponents,
+            num_games=self.eval_games,
+            key=key,
+            on_match=lambda agent, spec: phase(f"evaluating {agent} vs {spec}"),
+        )
+
+    def evaluation_lines(self, results):
+        return [
+            f"{agent} vs {spec}: {describe(result)}"
+            for agent, by_opponent in results.items()
+            for spec, result in by_opponent.items()
+        ]
+
+    def progress(self, record):
+        return f"loss {record['loss']:.3f} | {record['selfplay_steps_per_s']:.0f} moves/s"
+
+    def plot(self, records, path, *, title):
+        plot_learning_curve(records, path, title=title)
+
+    def agent(self, net, kind, num_simulations):
+        if kind == "network":
+            return arena.NetworkAgent(net)
+        if kind == "search":
+            overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
+            return arena.SearchAgent(net, self.make_eval_search(**overrides))
+        raise RunError(f"agent must be 'search' or 'network', got {kind!r}")
+
+    def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
+        raise RunError("episodes need a PPO run; this is an AlphaZero run")
+
+    def evaluate_run(self, run, options, *, seed):
+        return _evaluate_alphazero_run(run, options, seed=seed)
+
+
+def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
+    """`azx eval` of an AlphaZero run: its agent against every opponent."""
+    games = 200 if options["games"] is None else options["games"]
+    agent = options["agent"] or "search"
+    opening_plies = options["opening_plies"] or 0
+    if games % 2:
+        raise RunError(f"--games must be even (half the games with each colour), got {games}")
+    if agent not in ("search", "network"):
+        raise RunError(f"--agent must be 'search' or 'network', got {agent!r}")
+
+    def opening(player):  # without random plies, the agent itself: its games unchanged
+        return arena.RandomOpening(player, opening_plies) if opening_plies else player
+
+    opponents = {}
+    for spec in options["opponent"] or ["random"]:
+        if spec.strip().startswith("run:"):
+            name, other = _run_opponent(spec, run, agent, opening_plies)
+            opponents[name] = other
+            continue
+        try:
+            opponents[spec] = opening(arena.opponent(spec, run.env))
+        except (ValueError, ImportError) as error:  # ImportError: open_spiel is missing
+            raise RunError(str(error)) from None
+    player = run.agent(agent, num_simulations=options["simulations"])
+    results = evaluate(
+        run.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
+    )[agent]
+    label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
+    if opening_plies:
+        label += f", the first {opening_plies} plies of every game random"
+    lines = [f"{run.directory} at iteration {run.iteration}, {label}:"]
+    lines += [f"  vs {spec}: {describe(record)}" for spec, record in results.items()]
+    if len(results) > 1:
+        lines.append(_elo_line(results))
+    result = {
+        "run": str(run.directory),
+        "iteration": run.iteration,
+        "agent": agent,
+        "num_simulations": None if agent == "network" else player.search.num_simulations,
+        "opening_plies": opening_plies,
+        "seed": seed,
+        "results": results,
+    }
+    return result, agent, lines
+
+
+def _elo_line(results: dict[str, dict[str, Any]]) -> str:
+    ratings = arena.elo_ratings(
+        {("azx", spec): (r["wins"], r["draws"], r["losses"]) for spec, r in results.items()},
+        anchor="azx",
+        prior_draws=1.0,
+    )
+    return "  Elo relative to the agent (1 prior draw per pair): " + ", ".join(
+        f"{name} {rating:+.0f} [{low:+.0f}, {high:+.0f}]"
+        for name, (rating, low, high) in ratings.items()
+        if name != "azx"
+    )
+
+
+def _run_opponent(spec: str, run, agent: str, opening_plies: int):
+    """`run:DIR[@ITERATION]`: that checkpoint's agent of kind `agent`, as `(name, agent)`."""
+    # Run directories are opened by azx._rundir, which imports the presets and so this
+    # module: imported here, when an evaluation needs it.
+    from ._rundir import load_run, split_checkpoint_spec
+
+    directory, step = split_checkpoint_spec(spec.strip().removeprefix("run:"))
+    if not directory:
+        raise RunError(f"opponent {spec!r}: give a run directory, as in run:runs/othello-seed0@750")
+    if not opening_plies:
+        raise RunError(
+            f"opponent {spec!r} and the agent both play deterministically, so every game "
+            "would repeat one of two; give --opening-plies N (e.g. 4) for varied games"
+        )
+    try:
+        other = load_run(directory, step=step)
+    except RunError as error:
+        raise RunError(f"opponent {spec!r}: {error}") from None
+    if not other.preset.recipe.plays_games:
+        raise RunError(f"opponent {spec!r} is a {other.algorithm} run; it has no board-game agent")
+    game, own = getattr(other.env, "name", None), getattr(run.env, "name", None)
+    if game != own:
+        raise RunError(f"opponent {spec!r} plays {game!r}; {run.directory} plays {own!r}")
+    # Its own environment: the same game, perhaps observed differently.
+    player = arena.RandomOpening(other.agent(agent), opening_plies, env=other.env)
+    return f"run:{directory}@{other.iteration}", player
+
+
+# ----------------------------------------------------------------------------- PPO
+
+
+_PPO_NETWORKS = {"actor_critic": nets.ActorCritic, "recurrent": nets.RecurrentActorCritic}
+
+
+@dataclasses.dataclass(frozen=True)
+class PPORecipe(AbstractRecipe):
+    """PPO ([`azx.ppo.PPO`][]): how `azx train` evaluates its policy."""
+
+    name: ClassVar[str] = "ppo"
+    config_class: ClassVar[type] = ppo.Config
+    train_options: ClassVar[dict[str, str]] = {"eval_episodes": "eval_episodes"}
+    eval_options: ClassVar[tuple[str, ...]] = ("episodes", "greedy")
+    networks: ClassVar[tuple[str, ...]] = tuple(_PPO_NETWORKS)
+    plays_games: ClassVar[bool] = False
+    field_types: ClassVar[dict[str, tuple[str, ...]]] = {"bool": ("eval_greedy",)}
+
+    eval_episodes: int = 100
+    """Episodes per evaluation in `azx train` (and the default of `azx eval`)."""
+    eval_greedy: bool = False
+    """Evaluate the policy's most likely action instead of sampling it."""
+
+    def __post_init__(self):
+        check_types(vars(self), **self.field_types)
+        check_positive_int("eval_episodes", self.eval_episodes)
+
+    def make_network(self, network, options, env, *, key):
+        return _PPO_NETWORKS[network](env.observation_shape, env.num_actions, key=key, **options)
+
+    def make_trainer(self, env, config):
+        return ppo.PPO(env, config)
+
+    def check_training(self, env):
+        del env  # every environment PPO trains on can be evaluated
+
+    def record(self, trainer, state, history, rate):
+        episodes = np.asarray(history.episodes)
+        finished = int(np.sum(episodes))
+
+        def per_episode(values) -> float | None:
+            """The mean over the episodes that ended during the call; None if none did."""
+            return float(np.sum(episodes * np.asarray(values))) / finished if finished else None
+
+        names = ("loss", "policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction")
+        names += ("explained_variance",)
+        record = {name: float(np.mean(np.asarray(getattr(history, name)))) for name in names}
+        return record | {
+            "learning_rate": float(state.metrics.learning_rate),
+            "episodes": finished,
+            "episode_return": per_episode(history.episode_return),
+            "episode_length": per_episode(history.episode_length),
+            "steps_per_s": rate,
+        }
+
+    def evaluate(self, trainer, state, *, key, phase):
+        phase(f"evaluating the policy ({self.eval_episodes} episodes)")
+        return evaluate_policy(
+            trainer, state, num_episodes=self.eval_episodes, key=key, greedy=self.eval_greedy
+        )
+
+    def evaluation_lines(self, results):
+        return [describe_return(results)]
+
+    def progress(self, record):
+        episode_return = record["episode_return"]
+        shown = "-" if episode_return is None else f"{episode_return:.3g}"
+        return f"return {shown} | {record['steps_per_s']:.0f} steps/s"
+
+    def plot(self, records, path, *, title):
+        plot_return_curve(records, path, title=title)
+
+    def agent(self, net, kind, num_simulations):
+        raise RunError("an arena agent needs an AlphaZero run; this is a ppo run")
+
+    def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
+        greedy = self.eval_greedy if greedy is None else greedy
+        return play_episodes(trainer, state, num_episodes, key, greedy)
+
+    def evaluate_run(self, run, options, *, seed):
+        greedy = self.eval_greedy if options["greedy"] is None else options["greedy"]
+        episodes = self.eval_episodes if options["episodes"] is None else options["episodes"]
+        record = evaluate_policy(
+            run.trainer, run.state, num_episodes=episodes, key=jax.random.key(seed), greedy=greedy
+        )
+        line = f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"
+        result = {"run": str(run.directory), "iteration": run.iteration, "seed": seed, **record}
+        return result, "greedy" if greedy else "policy", [line]
+
+
+RECIPES: dict[str, type[AbstractRecipe]] = {
+    recipe.name: recipe for recipe in (AlphaZeroRecipe, PPORecipe)
+}
+"""Every recipe, by the name `config.json` gives it."""

@@ -1,0 +1,70 @@
+"""The application layer's shape: it asks a preset's recipe instead of branching on an
+algorithm's name, and its modules talk through public names. Also the one `Preset` type's
+JSON form, which run directories written before the recipes must still read."""
+
+import ast
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+import azx
+
+
+APPLICATION = ["cli.py", "_loop.py", "_rundir.py", "_report.py", "presets.py", "run.py"]
+APPLICATION += ["_recipes.py", "_errors.py", "_cluster.py", "_play.py"]
+ROOT = Path(azx.__file__).parent
+
+
+def _trees():
+    for name in APPLICATION:
+        yield name, ast.parse((ROOT / name).read_text())
+
+
+def test_no_module_imports_another_modules_private_name():
+    private = []
+    for name, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level >= 1:
+                private += [f"{name}: {a.name}" for a in node.names if a.name.startswith("_")]
+    assert not private
+
+
+def test_no_algorithm_name_is_compared_outside_the_recipes():
+    names = {azx.presets.AlphaZeroRecipe.name, azx.presets.PPORecipe.name}
+    found = []
+    for name, tree in _trees():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare):
+                operands = [node.left, *node.comparators]
+                strings = {o.value for o in operands if isinstance(o, ast.Constant)}
+                found += [f"{name}:{node.lineno}" for _ in strings & names]
+    assert not found
+
+
+def test_a_config_from_before_ppo_reads_as_alphazero():
+    preset = azx.presets.get("tic_tac_toe")
+    data = preset.to_dict()
+    assert data.pop("algorithm") == "alphazero"
+    assert azx.presets.from_dict(data) == preset
+
+
+def test_replace_changes_the_preset_or_its_recipe():
+    preset = azx.presets.get("tic_tac_toe").replace(iterations=3, eval_games=20)
+    assert preset.iterations == 3 and preset.recipe.eval_games == 20
+    assert preset.recipe.search_options == azx.presets.get("tic_tac_toe").recipe.search_options
+    with pytest.raises(ValueError, match="eval_games"):
+        preset.replace(eval_games=0)
+    with pytest.raises(TypeError):
+        azx.presets.get("ppo_cartpole").replace(eval_games=20)  # not a PPO setting
+
+
+def test_a_preset_names_what_does_not_fit_its_recipe():
+    preset = azx.presets.get("ppo_cartpole")
+    with pytest.raises(ValueError, match="unknown network 'mlp' for ppo"):
+        preset.replace(network="mlp")
+    with pytest.raises(ValueError, match=r"config must be an azx\.alphazero\.Config for alphazero"):
+        dataclasses.replace(azx.presets.get("tic_tac_toe"), config=preset.config)
+    data = preset.to_dict() | {"search": "puct"}
+    with pytest.raises(ValueError, match=r"unknown preset fields \['search'\]"):
+        azx.presets.from_dict(data)
