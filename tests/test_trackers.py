@@ -10,17 +10,17 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+
+# The dev extra installs both trackers and TensorBoard's own reader: a missing one is a
+# broken install, which these imports report, not a reason to skip.
+import tensorboard  # noqa: F401
+import tensorboardX  # noqa: F401
+import wandb  # noqa: F401
 from _cli import azx_cli, one_line_error
 
 import azx
 from azx._trackers import scalars
 
-
-# The dev extra installs both trackers and TensorBoard's own reader: a missing one is a
-# broken install, which these imports report, not a reason to skip.
-import tensorboard  # noqa: E402, F401
-import tensorboardX  # noqa: E402, F401
-import wandb  # noqa: E402, F401
 
 ITERATIONS = 4
 SMALL = ["--preset", "ppo_cartpole", "--iterations", ITERATIONS, "--log-every", 2]
