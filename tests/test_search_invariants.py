@@ -205,7 +205,9 @@ def test_storing_only_what_a_step_reads_changes_nothing(game):
     env = azx.envs.make(game)
     net = mlp(env, seed=3)
     states = random_positions(env, jax.random.key(4), 2, max_moves=6)
-    search = Gumbel(6, root_policy=SequentialHalving(max_num_considered_actions=4))
+    # Trees with chance nodes keep every leaf: 2048 is searched here by sampling outcomes.
+    halving = SequentialHalving(max_num_considered_actions=4)
+    search = Gumbel(6, root_policy=halving, chance_nodes=False)
 
     def run(search):
         output = eqx.filter_jit(search)(

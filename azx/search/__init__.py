@@ -7,6 +7,7 @@ from ._backend import (
     PlatformBackend as PlatformBackend,
     RowBackend as RowBackend,
 )
+from ._chance import ChanceModel as ChanceModel, ChanceState as ChanceState
 from ._gumbel import GumbelRule as GumbelRule, SequentialHalving as SequentialHalving
 from ._make import make as make
 from ._mctx import (

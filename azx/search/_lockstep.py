@@ -128,22 +128,24 @@ def _count(mask: Bool[Array, " rows"]) -> Int[Array, ""]:
 def selection_arrays(tree: Tree) -> tuple[Array, ...]:
     """What selection reads, flattened to one row per node (`children`: one entry per
     edge)."""
-    return (
+    arrays = (
         flat(tree.node_stats),
         flat(tree.edge_visits),
         flat(tree.edge_q),
         flat(tree.selection_prior),
         tree.children.reshape(-1),
     )
+    return arrays if tree.chance is None else arrays + (flat(tree.chance),)
 
 
 def level_step(arrays, rows, read, select, tree_range):
     """One level of the descent from the nodes in flat rows `rows`, whose rows of each array
     `read` fetches: the edge taken (its flat index), whether the descent goes through it,
     and its child."""
-    node_stats, edge_visits, edge_q, prior, children = arrays
+    node_stats, edge_visits, edge_q, prior, children, *chance = arrays
     stats = read(node_stats)
-    node = Node.from_rows(stats, read(edge_visits), read(edge_q), read(prior), tree_range)
+    chance = read(chance[0]) if chance else None
+    node = Node.from_rows(stats, read(edge_visits), read(edge_q), read(prior), tree_range, chance)
     action, best = select(node)
     # A legal action's score is finite: `-inf` means the node has none.
     go = (stats[:, DISCOUNT] != 0) & (best > -jnp.inf)  # discount 0: terminal

@@ -46,6 +46,10 @@ class Transition(eqx.Module):
     reward: Float[Array, " batch"]
     discount: Float[Array, " batch"]
     evaluation: Evaluation
+    chance: Bool[Array, " batch"] | None = None
+    """Which children are chance nodes (their edges are chance outcomes and their
+    evaluation's logits the outcomes' log-probabilities), or None for a model without
+    chance."""
 
 
 class AbstractModel(eqx.Module):
@@ -58,26 +62,30 @@ class AbstractModel(eqx.Module):
     other player, `+gamma` when the same player moves again, and 0 at terminal states, so
     the search backs values up without knowing the players.
 
-    Two models beyond [`azx.search.EnvironmentModel`][] fit this interface without any
-    change to the search's loop:
+    Models of three kinds fit this interface with the same loop:
 
+    - **A perfect simulator** ([`azx.search.EnvironmentModel`][]): the environment steps
+      and the network evaluates.
+    - **A stochastic model** ([`azx.search.ChanceModel`][]; Stochastic MuZero's shape):
+      a step alternates decision and chance. A decision's child is a chance node (the
+      afterstate, `Transition.chance`), whose evaluation carries the known distribution
+      of chance outcomes as its prior, and the step from a chance node applies an outcome.
+      The tree marks chance nodes, where the descent follows the outcome distribution
+      instead of the selection rule.
     - **A learned model** (MuZero): the state is an embedding; `root` maps the root's
       observations to embeddings by the representation network and evaluates them by the
       prediction network; `step` applies the dynamics network, whose reward head gives the
       reward, and predicts the child (the discount is `gamma`, or `-gamma` in a two-player
       game where the model keeps the turn; no state is terminal inside the search).
-    - **A stochastic model** (Stochastic MuZero, games with dice or random tiles): a step
-      alternates decision and chance: a decision's child is an afterstate whose
-      `Evaluation` carries the known distribution of chance outcomes as its prior (logits
-      over the outcomes, illegal ones masked), and the step from an afterstate applies an
-      outcome with discount `+1` and no reward. The tree then marks which nodes are chance
-      nodes, where selection follows the outcome distribution instead of the rule.
     """
 
+    #: Whether the model's steps can lead to chance nodes (`Transition.chance`).
+    has_chance: eqx.AbstractClassVar[bool]
+
     @abc.abstractmethod
-    def root(self, state: EnvState) -> Evaluation:
-        """The evaluation of a batch of states (the roots of a search; leading axis
-        `batch`)."""
+    def root(self, state: EnvState) -> tuple[EnvState, Evaluation]:
+        """The search's states for a batch of the world's states (the roots of a search;
+        leading axis `batch`), and their evaluation."""
 
     @abc.abstractmethod
     def step(self, state: EnvState, action: Int[Array, " batch"], key: PRNGKeys) -> Transition:
@@ -86,15 +94,20 @@ class AbstractModel(eqx.Module):
 
 
 class EnvironmentModel(AbstractModel):
-    """A perfect simulator: the environment steps, the network evaluates (AlphaZero)."""
+    """A perfect simulator: the environment steps, the network evaluates (AlphaZero). In a
+    game with chance, each step samples the outcome, and the tree keeps the sample as the
+    move's consequence (an open-loop search); [`azx.search.ChanceModel`][] plans over the
+    outcomes instead."""
+
+    has_chance = False
 
     env: AbstractEnv
     net: PolicyValueNet
     gamma: float = eqx.field(static=True)
     """Discount per move."""
 
-    def root(self, state: EnvState) -> Evaluation:
-        return evaluate(self.net, self.env, state)
+    def root(self, state: EnvState) -> tuple[EnvState, Evaluation]:
+        return state, evaluate(self.net, self.env, state)
 
     def step(self, state: EnvState, action: Int[Array, " batch"], key: PRNGKeys) -> Transition:
         return transition(self.net, self.env, state, action, key, self.gamma)

@@ -9,9 +9,10 @@ from jaxtyping import Array, Bool, Int
 
 from .._types import EnvState, PRNGKey, PRNGKeys
 from .._validate import check_float, check_positive_int
-from ..envs import AbstractEnv
+from ..envs import AbstractChanceEnv, AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput
 from ._backend import AbstractBackend, PlatformBackend
+from ._chance import ChanceModel, empty_chance_tree
 from ._gumbel import GumbelRule, SequentialHalving
 from ._model import AbstractModel, EnvironmentModel, PolicyValueNet, check_players, row_keys
 from ._puct import PUCTRoot, PUCTRule
@@ -56,6 +57,12 @@ class AbstractNativeSearch(AbstractSearch):
       tree, for code that reads them from `Tree.state`; by default the tree keeps only the
       leaves a step from the node reads, found by tracing `env.step` once (for pgx games
       all but `observation` and `rewards`), and the others read as zeros.
+    - `chance_nodes`: in a game that exposes its chance
+      ([`azx.envs.AbstractChanceEnv`][]), plan over the outcomes with chance nodes
+      ([`azx.search.ChanceModel`][]); `False` samples one outcome per expansion and keeps
+      it as the move's consequence ([`azx.search.EnvironmentModel`][]). Chance nodes keep
+      every state leaf and do not reuse trees (the subtree to keep depends on the outcome
+      that happened, which `advance` is not told).
     """
 
     num_simulations: eqx.AbstractVar[int]
@@ -68,6 +75,7 @@ class AbstractNativeSearch(AbstractSearch):
     reuse_tree: eqx.AbstractVar[bool]
     gamma: eqx.AbstractVar[float]
     store_all_state_leaves: eqx.AbstractVar[bool]
+    chance_nodes: eqx.AbstractVar[bool]
 
     def __post_init__(self):
         if self.capacity is None:
@@ -87,9 +95,20 @@ class AbstractNativeSearch(AbstractSearch):
         _check_part("qtransform", self.qtransform, AbstractQTransform)
         _check_part("backend", self.backend, AbstractBackend)
 
+    def _plans_chance(self, env: AbstractEnv) -> bool:
+        return self.chance_nodes and isinstance(env, AbstractChanceEnv)
+
     def init(self, env: AbstractEnv, batch_size: int) -> Tree:
         check_players(env)
         check_positive_int("batch_size", batch_size)
+        if self._plans_chance(env):
+            if self.reuse_tree:
+                raise ValueError(
+                    "reuse_tree=True is not available with chance nodes (the subtree to keep "
+                    "depends on the chance outcome, which advance is not given); pass "
+                    "reuse_tree=False, or chance_nodes=False to sample outcomes instead"
+                )
+            return empty_chance_tree(env, batch_size, self.capacity)
         return empty_tree(env, batch_size, self.capacity, self.store_all_state_leaves)
 
     def advance(
@@ -109,8 +128,14 @@ class AbstractNativeSearch(AbstractSearch):
         key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
         check_players(env)
-        model = EnvironmentModel(env=env, net=net, gamma=self.gamma)
-        return self.search(model, tree, env_state, key=key)
+        if not self._plans_chance(env):
+            model = EnvironmentModel(env=env, net=net, gamma=self.gamma)
+            return self.search(model, tree, env_state, key=key)
+        model = ChanceModel(env=env, net=net, gamma=self.gamma)
+        output = self.search(model, tree, env_state, key=key)
+        # The tree's edges at the root are as wide as the actions or the outcomes.
+        target = output.policy_target[:, : env.num_actions]
+        return eqx.tree_at(lambda o: o.policy_target, output, target)
 
     def search(
         self, model: AbstractModel, tree: Tree, state: EnvState, *, key: PRNGKey | PRNGKeys
@@ -119,7 +144,7 @@ class AbstractNativeSearch(AbstractSearch):
         root policy sets up the roots, the loop runs the simulations, and the root policy
         reads the action and the policy target from the statistics."""
         batch_size = jax.tree.leaves(state)[0].shape[0]
-        evaluation = model.root(state)
+        state, evaluation = model.root(state)
         plan = self.root_policy.plan(self, evaluation, tree, row_keys(key, batch_size))
         tree = start(tree, evaluation, plan.prior, self.reuse_tree)
         tree, search_visits = simulate(self, model, tree, state, plan.select, plan.search_key)
@@ -160,6 +185,7 @@ class PUCT(AbstractNativeSearch):
     reuse_tree: bool = _static(False)
     gamma: float = _static(1.0)
     store_all_state_leaves: bool = _static(False)
+    chance_nodes: bool = _static(True)
 
     def __check_init__(self):
         _check_part("rule", self.rule, PUCTRule)
@@ -186,6 +212,7 @@ class Gumbel(AbstractNativeSearch):
     reuse_tree: bool = _static(False)
     gamma: float = _static(1.0)
     store_all_state_leaves: bool = _static(False)
+    chance_nodes: bool = _static(True)
 
     def __check_init__(self):
         _check_part("rule", self.rule, GumbelRule)

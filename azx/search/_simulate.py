@@ -135,6 +135,23 @@ class AbstractRootPolicy(eqx.Module):
         each root action's visits in this search (counted only with a root selection)."""
 
 
+class FollowChance(AbstractSelectionRule):
+    """The search's rule at decision nodes and, at chance nodes, the outcome whose visits lag
+    most behind its probability, `argmax p / (n + 1)`: Stochastic MuZero's choice, which
+    is deterministic and keeps each outcome's visits within about one of `p * N`, so that a
+    chance node's mean backed-up value tends to the probability-weighted mean of its
+    children's (the expectimax value) with less noise than sampling."""
+
+    row_loop_descent = False
+
+    rule: AbstractSelectionRule
+
+    def __call__(self, node: Node) -> tuple[Int[Array, " batch"], Float[Array, " batch"]]:
+        action, best = self.rule(node)
+        outcome, score = masked_best(node.prior / (node.child_visits + 1.0), node.legal_action_mask)
+        return jnp.where(node.chance, outcome, action), jnp.where(node.chance, score, best)
+
+
 def masked_best(
     score: Float[Array, "batch num_actions"], legal_action_mask: Bool[Array, "batch num_actions"]
 ) -> tuple[Int[Array, " batch"], Float[Array, " batch"]]:
@@ -232,6 +249,8 @@ def simulate(
     the rule, inside the descent.
     """
     rule: AbstractSelectionRule = search.rule
+    if tree.chance is not None:
+        rule = FollowChance(rule)
     qtransform: AbstractQTransform = search.qtransform
     backend: AbstractBackend = search.backend
     batch_size, capacity, num_actions = tree.children.shape
@@ -357,6 +376,7 @@ class ReferenceBackend(AbstractBackend):
                     tree.edge_q[batch, node],
                     tree.selection_prior[batch, node],
                     q_range,
+                    None if tree.chance is None else tree.chance[batch, node],
                 )
             )
             # A terminal node, or one without a legal action (its best score is -inf),

@@ -63,13 +63,15 @@ class Node(eqx.Module):
     tree_low: Float[Array, " batch"] | None
     """Low end of the Q range (`AbstractQTransform.range`), or None."""
     tree_high: Float[Array, " batch"] | None
+    chance: Bool[Array, " batch"] | None = None
+    """Which nodes are chance nodes (in a tree with chance nodes), or None."""
 
     @property
     def legal_action_mask(self) -> Bool[Array, "batch num_actions"]:
         return self.prior > -jnp.inf
 
     @classmethod
-    def from_rows(cls, stats, child_visits, child_q, prior, q_range) -> "Node":
+    def from_rows(cls, stats, child_visits, child_q, prior, q_range, chance=None) -> "Node":
         """A node from its row of `Tree.node_stats` and its edge rows."""
         return cls(
             value=stats[:, VALUE],
@@ -80,6 +82,7 @@ class Node(eqx.Module):
             prior=prior,
             tree_low=None if q_range is None else q_range[0],
             tree_high=None if q_range is None else q_range[1],
+            chance=chance,
         )
 
 
@@ -119,6 +122,9 @@ class Tree(eqx.Module):
     num_nodes: Int[Array, " batch"]
     """Slots in use; 0 means an empty tree (the next search starts afresh)."""
     state_layout: StateLayout = eqx.field(static=True)
+    chance: Bool[Array, "batch capacity"] | None = None
+    """Which nodes are chance nodes, in a tree for a model with chance
+    ([`azx.search.ChanceModel`][]); None otherwise."""
 
     @property
     def state(self) -> EnvState:
@@ -222,12 +228,25 @@ def empty_tree(
     """An empty batch of trees (`num_nodes` 0; every slot is written before it is read).
     The nodes' states keep only the leaves a step reads, or every leaf with
     `store_all_state_leaves`."""
-    shape = (batch_size, capacity)
-    actions = (batch_size, capacity, env.num_actions)
     # The states only fix the pytree structure and shapes: a slot's state is written when
     # the slot is stored, before anything reads it, so the words start as zeros.
     one_state = env.init(jax.random.key(0))
     stored = None if store_all_state_leaves else leaves_read_by_step(env, one_state)
+    return tree_for(one_state, stored, env.num_actions, batch_size, capacity)
+
+
+def tree_for(
+    one_state: EnvState,
+    stored: tuple[bool, ...] | None,
+    width: int,
+    batch_size: int,
+    capacity: int,
+    chance: bool = False,
+) -> Tree:
+    """An empty batch of trees whose nodes hold states like `one_state` (the leaves
+    `stored` says, all with None) and `width` edges each; `chance`: with chance nodes."""
+    shape = (batch_size, capacity)
+    actions = (batch_size, capacity, width)
     layout = state_layout(one_state, stored)
     state_words = jnp.zeros(shape + (layout.words,), jnp.uint32)
     return Tree(
@@ -241,6 +260,7 @@ def empty_tree(
         state_words=state_words,
         num_nodes=jnp.zeros(batch_size, jnp.int32),
         state_layout=layout,
+        chance=jnp.zeros(shape, bool) if chance else None,
     )
 
 
@@ -309,6 +329,7 @@ def compact(tree: Tree, keep: Bool[Array, "batch capacity"]) -> Tree:
         state_words=take(tree.state_words),
         num_nodes=num_kept,
         state_layout=tree.state_layout,
+        chance=None if tree.chance is None else take(tree.chance),
     )
 
 
@@ -389,7 +410,7 @@ def store_node(
     link = (jnp.arange(batch_size, dtype=jnp.int32) * capacity + parent) * num_actions + action
     link = jnp.where(slot < capacity, link, tree.children.size)
     children = tree.children.reshape(-1).at[link].set(slot, mode="drop")
-    return eqx.tree_at(
+    tree = eqx.tree_at(
         lambda t: (
             t.node_stats,
             t.parent,
@@ -406,6 +427,9 @@ def store_node(
             put(tree.selection_prior, selection_prior),
         ),
     )
+    if tree.chance is None:
+        return tree
+    return eqx.tree_at(lambda t: t.chance, tree, put(tree.chance, step.chance))
 
 
 def with_statistics(tree: Tree, node_stats, edge_visits, edge_q) -> Tree:

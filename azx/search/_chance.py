@@ -1,0 +1,139 @@
+"""Chance nodes: a model that plans over a game's chance outcomes instead of sampling them."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int
+
+from .._types import EnvState, PRNGKeys
+from ..envs import AbstractChanceEnv
+from ._model import (
+    ILLEGAL_LOGIT,
+    AbstractModel,
+    Evaluation,
+    PolicyValueNet,
+    Transition,
+    evaluate,
+)
+from ._tree import Tree, tree_for
+
+
+class ChanceState(eqx.Module):
+    """A node's state in a search with chance nodes: a decision node holds its state; a
+    chance node (an afterstate) holds its parent's state and the action taken there, from
+    which the game rebuilds the afterstate."""
+
+    state: EnvState
+    action: Int[Array, "*batch"]
+    """The action into a chance node (0 at decision nodes)."""
+    is_chance: Bool[Array, "*batch"]
+
+
+def edge_width(env: AbstractChanceEnv) -> int:
+    """Edges per node: actions at decision nodes and outcomes at chance nodes share the
+    tree's arrays, each masked beyond its own number."""
+    return max(env.num_actions, env.num_outcomes)
+
+
+def _pad(x: Array, width: int, value) -> Array:
+    return jnp.pad(x, ((0, 0), (0, width - x.shape[1])), constant_values=value)
+
+
+class ChanceModel(AbstractModel):
+    """An [`azx.envs.AbstractChanceEnv`][] plus a network, with the game's chance outcomes
+    as chance nodes (Stochastic AlphaZero).
+
+    A decision's child is a chance node: the afterstate, reached with reward 0 and discount
+    `+1`, whose prior is the known distribution of outcomes. The step from a chance node
+    applies an outcome, with the transition's reward and discount for the player who made
+    the decision. A new chance node's value is estimated from one sampled outcome: the
+    reward and discounted network value of that outcome's state, so that each step still
+    costs one network call. Decision and chance nodes share the tree's edge arrays, as wide
+    as the larger of the numbers of actions and outcomes ([`azx.search.SearchOutput`][]'s
+    policy target is cut to the actions).
+    """
+
+    has_chance = True
+
+    env: AbstractChanceEnv
+    net: PolicyValueNet
+    gamma: float = eqx.field(static=True)
+
+    def _evaluate(self, state: EnvState) -> Evaluation:
+        evaluation = evaluate(self.net, self.env, state)
+        width = edge_width(self.env)
+        return eqx.tree_at(
+            lambda e: (e.logits, e.legal_action_mask),
+            evaluation,
+            (
+                _pad(evaluation.logits, width, ILLEGAL_LOGIT),
+                _pad(evaluation.legal_action_mask, width, False),
+            ),
+        )
+
+    def root(self, state: EnvState) -> tuple[ChanceState, Evaluation]:
+        batch_size = jax.tree.leaves(state)[0].shape[0]
+        decision = ChanceState(state, jnp.zeros(batch_size, jnp.int32), jnp.zeros(batch_size, bool))
+        return decision, self._evaluate(state)
+
+    def step(self, state: ChanceState, action: Int[Array, " batch"], key: PRNGKeys) -> Transition:
+        env = self.env
+        at_chance = state.is_chance
+        # The afterstate: at a decision node the one `action` leads to, at a chance node its
+        # own (rebuilt from its parent's state and action); then an outcome there: `action`
+        # at a chance node, a sample at a decision node (for the new chance node's value).
+        taken = jnp.where(at_chance, state.action, action)
+        after = jax.vmap(env.afterstate)(state.state, taken)
+        sampled = jax.vmap(env.sample_outcome)(after, key)
+        outcome = jnp.where(at_chance, action, sampled)
+        child = jax.vmap(env.apply_outcome)(after, outcome)
+
+        mover = jax.vmap(env.current_player)(state.state)
+        rewards = jax.vmap(env.rewards)(child)
+        reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
+        evaluation = self._evaluate(child)
+        same_mover = jax.vmap(env.current_player)(child) == mover
+        discount = jnp.where(
+            evaluation.terminal, 0.0, jnp.where(same_mover, self.gamma, -self.gamma)
+        ).astype(jnp.float32)
+
+        probabilities = jax.vmap(env.chance_probabilities)(after)
+        possible = probabilities > 0
+        width = edge_width(env)
+        log_probabilities = jnp.log(jnp.where(possible, probabilities, 1.0))
+        afterstate = Evaluation(
+            logits=_pad(
+                jnp.where(possible, log_probabilities, ILLEGAL_LOGIT), width, ILLEGAL_LOGIT
+            ),
+            value=reward + discount * evaluation.value,
+            legal_action_mask=_pad(possible, width, False),
+            terminal=jnp.zeros_like(evaluation.terminal),
+        )
+
+        def pick(chance_child, decision_child):
+            # From a chance node: the outcome's state; from a decision node: the chance node.
+            if jnp.issubdtype(chance_child.dtype, jax.dtypes.prng_key):
+                impl = jax.random.key_impl(chance_child)
+                data = pick(jax.random.key_data(chance_child), jax.random.key_data(decision_child))
+                return jax.random.wrap_key_data(data, impl=impl)
+            mask = at_chance.reshape(at_chance.shape + (1,) * (chance_child.ndim - 1))
+            return jnp.where(mask, chance_child, decision_child)
+
+        zeros = jnp.zeros_like(action)
+        return Transition(
+            state=jax.tree.map(
+                pick,
+                ChanceState(child, zeros, jnp.zeros_like(at_chance)),
+                ChanceState(state.state, action, jnp.ones_like(at_chance)),
+            ),
+            reward=jnp.where(at_chance, reward, 0.0),
+            discount=jnp.where(at_chance, discount, 1.0),
+            evaluation=jax.tree.map(pick, evaluation, afterstate),
+            chance=~at_chance,
+        )
+
+
+def empty_chance_tree(env: AbstractChanceEnv, batch_size: int, capacity: int) -> Tree:
+    """Empty trees for a search with chance nodes in `env`, every state leaf stored."""
+    one = ChanceState(env.init(jax.random.key(0)), jnp.int32(0), jnp.bool_(False))
+    return tree_for(one, None, edge_width(env), batch_size, capacity, chance=True)

@@ -1,0 +1,186 @@
+"""Chance nodes in the native search, against exact expectimax values of a small dice game
+and against searching the same game by sampling one outcome per expansion."""
+
+import dataclasses
+import functools
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from jaxtyping import Array, Bool, Float, Int
+
+import azx
+from azx.envs import AbstractChanceEnv
+
+
+ROLL = (0, 2, 4)
+ROLL_PROBABILITIES = (0.5, 0.25, 0.25)
+
+
+class RaceState(eqx.Module):
+    position: Int[Array, ""]
+    moves: Int[Array, ""]
+    rewards: Float[Array, "1"]
+    terminated: Bool[Array, ""]
+
+
+class RaceAfterstate(eqx.Module):
+    state: RaceState
+    action: Int[Array, ""]
+
+
+class DiceRace(AbstractChanceEnv):
+    """A one-player race to square `goal` in `moves` moves: walk one square, or roll a die
+    that moves 0, 2 or 4 squares with probabilities 1/2, 1/4, 1/4. Reaching the goal pays
+    1; running out of moves pays nothing. Small enough to solve by expectimax."""
+
+    goal: int = eqx.field(static=True)
+    moves: int = eqx.field(static=True)
+    num_actions: int = eqx.field(static=True, default=2)
+    num_players: int = eqx.field(static=True, default=1)
+    num_outcomes: int = eqx.field(static=True, default=3)
+    observation_shape: tuple[int, ...] = eqx.field(static=True, default=(2,))
+    observation_dtype: jnp.dtype = eqx.field(static=True, default=jnp.dtype(jnp.float32))
+
+    def init(self, key):
+        del key
+        return RaceState(jnp.int32(0), jnp.int32(0), jnp.zeros(1), jnp.bool_(False))
+
+    def afterstate(self, state, action):
+        return RaceAfterstate(state, jnp.asarray(action, jnp.int32))
+
+    def has_chance(self, afterstate):
+        return afterstate.action == 1
+
+    def chance_probabilities(self, afterstate):
+        roll = jnp.asarray(ROLL_PROBABILITIES, jnp.float32)
+        walk = jnp.asarray([1.0, 0.0, 0.0], jnp.float32)
+        return jnp.where(self.has_chance(afterstate), roll, walk)
+
+    def apply_outcome(self, afterstate, outcome):
+        state = afterstate.state
+        advance = jnp.where(afterstate.action == 1, jnp.asarray(ROLL)[outcome], 1)
+        position = jnp.where(state.terminated, state.position, state.position + advance)
+        moves = jnp.where(state.terminated, state.moves, state.moves + 1)
+        won = (position >= self.goal) & ~state.terminated
+        reward = jnp.where(won, 1.0, 0.0)[None].astype(jnp.float32)
+        return RaceState(position, moves, reward, state.terminated | won | (moves >= self.moves))
+
+    def step(self, state, action, key):
+        after = self.afterstate(state, action)
+        return self.apply_outcome(after, self.sample_outcome(after, key))
+
+    def observation(self, state):
+        return jnp.stack([state.position, state.moves]).astype(jnp.float32)
+
+    def legal_action_mask(self, state):
+        return jnp.ones(2, bool)
+
+    def rewards(self, state):
+        return state.rewards
+
+    def terminated(self, state):
+        return state.terminated
+
+    def truncated(self, state):
+        return jnp.bool_(False)
+
+    def current_player(self, state):
+        return jnp.int32(0)
+
+
+@functools.cache
+def exact_value(game: DiceRace, position: int, moves: int) -> float:
+    """The game's expectimax value from a position not yet terminal."""
+    return max(exact_q(game, position, moves, action) for action in (0, 1))
+
+
+def exact_q(game: DiceRace, position: int, moves: int, action: int) -> float:
+    outcomes = [(1, 1.0)] if action == 0 else list(zip(ROLL, ROLL_PROBABILITIES, strict=True))
+    total = 0.0
+    for advance, probability in outcomes:
+        after = position + advance
+        if after >= game.goal:
+            total += probability
+        elif moves + 1 < game.moves:
+            total += probability * exact_value(game, after, moves + 1)
+    return total
+
+
+def uniform_net(observation):
+    """No knowledge: uniform prior, value 0, so that the search finds the values itself."""
+    del observation
+    return jnp.zeros(2), jnp.zeros(())
+
+
+BATCH = 8
+SEARCHES = {
+    "puct": azx.search.PUCT(1, root_policy=azx.search.PUCTRoot(dirichlet_fraction=0.0)),
+    "gumbel": azx.search.Gumbel(1, root_policy=azx.search.SequentialHalving(gumbel_scale=0.0)),
+}
+
+
+def _root_q(game, search, num_simulations, chance_nodes):
+    """Each root action's Q after a search of the game's start, one row per seed."""
+    search = dataclasses.replace(
+        search,
+        num_simulations=num_simulations,
+        capacity=num_simulations + 1,
+        chance_nodes=chance_nodes,
+    )
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), BATCH))
+    tree = search.init(game, BATCH)
+    keys = jax.random.split(jax.random.key(1), BATCH)
+    output = eqx.filter_jit(search)(uniform_net, game, tree, states, key=keys)
+    return np.asarray(output.tree.edge_q[:, 0, :2]), np.asarray(output.tree.edge_visits[:, 0, :2])
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHES))
+def test_a_chance_node_takes_the_expected_value_of_its_outcomes(name):
+    """One move to square 2: walking pays 0, rolling pays 1 with probability 1/2 (a 2 or a
+    4). With chance nodes the roll's Q is its expected value, to the rounding of visits
+    that follow the probabilities (within two visits' share); sampling one outcome
+    per expansion gives the first sample's reward, 0 or 1, in every row."""
+    game = DiceRace(goal=2, moves=1)
+    assert (exact_q(game, 0, 0, 0), exact_q(game, 0, 0, 1)) == (0.0, 0.5)
+    q, visits = _root_q(game, SEARCHES[name], 64, chance_nodes=True)
+    np.testing.assert_allclose(q[:, 0], 0.0)
+    # The chance node's mean holds its own first estimate (one sampled outcome) and one
+    # return per visit below it, whose outcomes follow the probabilities to within one.
+    assert np.all(np.abs(q[:, 1] - 0.5) <= 2 / visits[:, 1])
+    sampled, _ = _root_q(game, SEARCHES[name], 64, chance_nodes=False)
+    assert set(np.unique(sampled[:, 1])) <= {0.0, 1.0}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(SEARCHES))
+def test_chance_nodes_converge_to_the_expectimax_values(name):
+    """Four moves to square 5 (exact values 0.75 for walking first, 0.78125 for rolling):
+    the Q of the most visited root action, against its expectimax Q. With chance nodes the
+    error shrinks as the simulations grow, below 0.15 at 4000; sampling one outcome per
+    expansion stays above 0.2 (the search keeps lucky rolls as the moves' consequences)."""
+    game = DiceRace(goal=5, moves=4)
+    exact = np.asarray([exact_q(game, 0, 0, 0), exact_q(game, 0, 0, 1)])
+    rows = np.arange(BATCH)
+
+    def error(num_simulations, chance_nodes):
+        q, visits = _root_q(game, SEARCHES[name], num_simulations, chance_nodes)
+        best = visits.argmax(axis=1)
+        return float(np.abs(q[rows, best] - exact[best]).max())
+
+    few, many = error(400, True), error(4000, True)
+    sampled = error(4000, False)
+    print(f"{name}: chance nodes {few:.3f} at 400, {many:.3f} at 4000; sampled {sampled:.3f}")
+    assert many < few and many < 0.15
+    assert sampled > 0.2
+
+
+def test_chance_nodes_refuse_tree_reuse():
+    # The subtree to keep depends on the outcome that happened, which `advance` is not told.
+    search = azx.search.PUCT(8, reuse_tree=True)
+    with pytest.raises(ValueError, match="reuse_tree"):
+        search.init(DiceRace(goal=2, moves=1), 2)
+    sampled = dataclasses.replace(search, chance_nodes=False)
+    assert sampled.init(DiceRace(goal=2, moves=1), 2).chance is None
