@@ -203,6 +203,9 @@ def main(argv=None) -> int:
     for game in args.games:
         for name in names:
             arrays |= run(game, name, *variants[name])
+            # Every variant compiles its own programs; dropping them keeps one process
+            # from running out of memory for compiled code.
+            jax.clear_caches()
             print(f"{game} {name}: done", flush=True)
     if args.mode == "save":
         np.savez_compressed(args.path, **arrays)
