@@ -11,6 +11,23 @@ from ..envs import AbstractEnv
 from ._model import PolicyValueNet
 
 
+def part_field(default: type) -> Any:
+    """A search's field holding one of its parts (a rule, a root policy, ...), keyword-only,
+    by default a fresh `default()`."""
+    return eqx.field(default_factory=default, kw_only=True)
+
+
+def static_field(default: Any) -> Any:
+    """A search's static, keyword-only setting."""
+    return eqx.field(static=True, default=default, kw_only=True)
+
+
+def check_part(name: str, value: object, kind: type) -> None:
+    """`value`, a search's part, must be a `kind`."""
+    if not isinstance(value, kind):
+        raise ValueError(f"{name} must be an {kind.__name__}, got {value!r}")
+
+
 class SearchOutput(eqx.Module):
     """What one batched search returns."""
 

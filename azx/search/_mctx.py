@@ -13,7 +13,7 @@ from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey, PRNGKeys
 from .._validate import check_float, check_positive_int
 from ..envs import AbstractEnv
-from ._abstract import AbstractSearch, SearchOutput
+from ._abstract import AbstractSearch, SearchOutput, check_part, part_field, static_field
 from ._gumbel import GumbelRule, SequentialHalving, completed_q
 from ._model import EnvironmentModel, PolicyValueNet, check_players, evaluate, row_keys
 from ._puct import PUCTRoot, PUCTRule, puct_value_score
@@ -120,8 +120,7 @@ class AbstractMctxSearch(AbstractSearch):
         if self.max_depth is not None:
             check_positive_int("max_depth", self.max_depth)
         check_float("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
-        if not isinstance(self.qtransform, AbstractQTransform):
-            raise ValueError(f"qtransform must be an AbstractQTransform, got {self.qtransform!r}")
+        check_part("qtransform", self.qtransform, AbstractQTransform)
 
     @abc.abstractmethod
     def _policy(
@@ -168,14 +167,6 @@ class AbstractMctxSearch(AbstractSearch):
         return tree
 
 
-def _part(default):
-    return eqx.field(default_factory=default, kw_only=True)
-
-
-def _static(default):
-    return eqx.field(static=True, default=default, kw_only=True)
-
-
 class MctxPUCT(AbstractMctxSearch):
     """AlphaZero/MuZero PUCT search by `mctx.muzero_policy` (no tree reuse).
 
@@ -184,11 +175,11 @@ class MctxPUCT(AbstractMctxSearch):
     """
 
     num_simulations: int = eqx.field(static=True)
-    rule: PUCTRule = _part(PUCTRule)
-    root_policy: PUCTRoot = _part(PUCTRoot)
-    qtransform: AbstractQTransform = _part(QBySiblings)
-    max_depth: int | None = _static(None)
-    gamma: float = _static(1.0)
+    rule: PUCTRule = part_field(PUCTRule)
+    root_policy: PUCTRoot = part_field(PUCTRoot)
+    qtransform: AbstractQTransform = part_field(QBySiblings)
+    max_depth: int | None = static_field(None)
+    gamma: float = static_field(1.0)
 
     def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)
@@ -226,11 +217,11 @@ class MctxGumbel(AbstractMctxSearch):
     """
 
     num_simulations: int = eqx.field(static=True)
-    rule: GumbelRule = _part(GumbelRule)
-    root_policy: SequentialHalving = _part(SequentialHalving)
-    qtransform: AbstractQTransform = _part(QBySiblings)
-    max_depth: int | None = _static(None)
-    gamma: float = _static(1.0)
+    rule: GumbelRule = part_field(GumbelRule)
+    root_policy: SequentialHalving = part_field(SequentialHalving)
+    qtransform: AbstractQTransform = part_field(QBySiblings)
+    max_depth: int | None = static_field(None)
+    gamma: float = static_field(1.0)
 
     def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
         root, evaluation = _root(net, env, env_state)

@@ -10,7 +10,7 @@ from jaxtyping import Array, Bool, Int
 from .._types import EnvState, PRNGKey, PRNGKeys
 from .._validate import check_float, check_positive_int
 from ..envs import AbstractChanceEnv, AbstractEnv
-from ._abstract import AbstractSearch, SearchOutput
+from ._abstract import AbstractSearch, SearchOutput, check_part, part_field, static_field
 from ._backend import AbstractBackend, PlatformBackend
 from ._chance import ChanceModel, empty_chance_tree
 from ._gumbel import GumbelRule, SequentialHalving
@@ -25,11 +25,6 @@ from ._simulate import (
     start,
 )
 from ._tree import ROOT_INDEX, Tree, empty_tree, keep_subtree
-
-
-def _check_part(name: str, value: object, kind: type) -> None:
-    if not isinstance(value, kind):
-        raise ValueError(f"{name} must be an {kind.__name__}, got {value!r}")
 
 
 class AbstractNativeSearch(AbstractSearch):
@@ -92,8 +87,8 @@ class AbstractNativeSearch(AbstractSearch):
                 f"capacity must be at least 2 (a root and one child), got {self.capacity}"
             )
         check_float("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
-        _check_part("qtransform", self.qtransform, AbstractQTransform)
-        _check_part("backend", self.backend, AbstractBackend)
+        check_part("qtransform", self.qtransform, AbstractQTransform)
+        check_part("backend", self.backend, AbstractBackend)
 
     def _plans_chance(self, env: AbstractEnv) -> bool:
         return self.chance_nodes and isinstance(env, AbstractChanceEnv)
@@ -157,14 +152,6 @@ class AbstractNativeSearch(AbstractSearch):
         )
 
 
-def _part(default):
-    return eqx.field(default_factory=default, kw_only=True)
-
-
-def _static(default):
-    return eqx.field(static=True, default=default, kw_only=True)
-
-
 class PUCT(AbstractNativeSearch):
     """AlphaZero search: PUCT selection ([`azx.search.PUCTRule`][]), Dirichlet noise at the
     root, the action sampled from the root's visit counts and the policy target their
@@ -176,20 +163,20 @@ class PUCT(AbstractNativeSearch):
     """
 
     num_simulations: int = eqx.field(static=True)
-    rule: PUCTRule = _part(PUCTRule)
-    root_policy: PUCTRoot = _part(PUCTRoot)
-    qtransform: AbstractQTransform = _part(QBySiblings)
-    backend: AbstractBackend = _part(PlatformBackend)
-    max_depth: int | None = _static(None)
-    capacity: int | None = _static(None)
-    reuse_tree: bool = _static(False)
-    gamma: float = _static(1.0)
-    store_all_state_leaves: bool = _static(False)
-    chance_nodes: bool = _static(True)
+    rule: PUCTRule = part_field(PUCTRule)
+    root_policy: PUCTRoot = part_field(PUCTRoot)
+    qtransform: AbstractQTransform = part_field(QBySiblings)
+    backend: AbstractBackend = part_field(PlatformBackend)
+    max_depth: int | None = static_field(None)
+    capacity: int | None = static_field(None)
+    reuse_tree: bool = static_field(False)
+    gamma: float = static_field(1.0)
+    store_all_state_leaves: bool = static_field(False)
+    chance_nodes: bool = static_field(True)
 
     def __check_init__(self):
-        _check_part("rule", self.rule, PUCTRule)
-        _check_part("root_policy", self.root_policy, PUCTRoot)
+        check_part("rule", self.rule, PUCTRule)
+        check_part("root_policy", self.root_policy, PUCTRoot)
 
 
 class Gumbel(AbstractNativeSearch):
@@ -203,17 +190,17 @@ class Gumbel(AbstractNativeSearch):
     """
 
     num_simulations: int = eqx.field(static=True)
-    rule: GumbelRule = _part(GumbelRule)
-    root_policy: SequentialHalving = _part(SequentialHalving)
-    qtransform: AbstractQTransform = _part(QBySiblings)
-    backend: AbstractBackend = _part(PlatformBackend)
-    max_depth: int | None = _static(None)
-    capacity: int | None = _static(None)
-    reuse_tree: bool = _static(False)
-    gamma: float = _static(1.0)
-    store_all_state_leaves: bool = _static(False)
-    chance_nodes: bool = _static(True)
+    rule: GumbelRule = part_field(GumbelRule)
+    root_policy: SequentialHalving = part_field(SequentialHalving)
+    qtransform: AbstractQTransform = part_field(QBySiblings)
+    backend: AbstractBackend = part_field(PlatformBackend)
+    max_depth: int | None = static_field(None)
+    capacity: int | None = static_field(None)
+    reuse_tree: bool = static_field(False)
+    gamma: float = static_field(1.0)
+    store_all_state_leaves: bool = static_field(False)
+    chance_nodes: bool = static_field(True)
 
     def __check_init__(self):
-        _check_part("rule", self.rule, GumbelRule)
-        _check_part("root_policy", self.root_policy, SequentialHalving)
+        check_part("rule", self.rule, GumbelRule)
+        check_part("root_policy", self.root_policy, SequentialHalving)
