@@ -4,6 +4,7 @@ checkpoints, Ctrl-C.
 Private: `azx.run` re-exports `train` and `TrainingInterrupted`.
 """
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -19,10 +20,13 @@ from typing import Any
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from . import parallel, presets
+from ._errors import one_line
 from ._recipes import RECIPES
+from ._report import plot_seeds
 from ._rundir import (
     CHECKPOINT_DIR,
     CONFIG_FILE,
@@ -38,6 +42,7 @@ from ._rundir import (
     restore,
     resumable_config,
     run_config,
+    seed_directories,
     write_atomic,
     write_json,
 )
@@ -211,7 +216,8 @@ def train(
     log_every: int | None = None,
     log: Sequence[str] = (),
     quiet: bool = False,
-) -> Run:
+    seeds: int | None = None,
+) -> Run | list[Run]:
     """Train a preset into the run directory `out` (what `azx train` does).
 
     Logs `metrics.jsonl` every `log_every` iterations, evaluates and checkpoints every
@@ -235,7 +241,14 @@ def train(
     (a Weights & Biases run; `pip install 'azx[wandb]'`). With several processes only
     process 0 logs.
 
-    **Returns:** the trained [`azx.run.Run`][].
+    `seeds` > 1 trains that many independent agents, from `seed` up, as one program
+    (the seeds' states stacked and trained under `vmap`, see
+    [`azx.presets.Preset.build_seeds`][]): `out` holds `config.json`, each seed's own run
+    directory `out/seed<S>` (config, metrics, checkpoints, curve: what a run of that seed
+    alone writes, within float tolerance) and a `learning_curve.png` of every seed with
+    their mean and range. [`azx.run.load_runs`][] opens them all.
+
+    **Returns:** the trained [`azx.run.Run`][] (with `seeds` > 1, a list of each seed's).
 
     Trains on every device JAX sees: with more than one, the games are split over a mesh
     of all of them ([`azx.parallel.sharded_train`][]). With several processes (after
@@ -255,15 +268,18 @@ def train(
     checkpoint, configuration or metrics log. Every check comes before the first write:
     a `RunError` leaves the run directory as it was.
     """
-    out, chosen, config = _configure(out, preset, env, seed, resume)
+    if seeds is not None:
+        check_seeds(seeds)
+    out, chosen, config = _configure(out, preset, env, seed, resume, seeds)
     given = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
     given |= {"eval_games": eval_games, "eval_episodes": eval_episodes}
     given["opponents"] = None if opponents is None else tuple(opponents)
     chosen = _with_options(chosen, given)
     log = (log,) if isinstance(log, str) else tuple(log)
     check_trackers(log)
-    seed = config["seed"]
-    trainer, state = build(chosen, seed)
+    directories = seed_directories(out, config)
+    stacked = len(directories) > 1
+    trainer, state = build_seeds(chosen, list(directories)) if stacked else build(chosen, seed)
     try:
         chosen.recipe.check_training(trainer.env)
     except (ValueError, ImportError) as error:  # ImportError: an optional package
@@ -271,47 +287,87 @@ def train(
     config = dict(config, preset=chosen.to_dict())
     _check_same_everywhere(dict(config, resume=resume))
     mesh = _mesh(trainer)
-    if mesh is not None:
-        state = parallel.shard_state(state, mesh)
-    state, records, elapsed_before = _prepare_directory(out, config, state, resume)
+    if stacked:
+        state, records, elapsed_before = _prepare_seeds(out, config, directories, state, resume)
+        if mesh is not None:
+            state = parallel.shard_state(state, mesh, seeds=True)
+    else:
+        if mesh is not None:
+            state = parallel.shard_state(state, mesh)
+        state, kept, elapsed_before = _prepare_directory(out, config, state, resume)
+        records = [kept]
     # The evaluated checkpoints stay (for `azx eval --opponent run:DIR@N`), besides the
     # newest three.
     main = jax.process_index() == 0
-    with (
-        open_checkpoints(out, keep_period=chosen.eval_every) as checkpoints,
-        open_trackers(log if main else (), out, config) as trackers,
-    ):
-        training = _Training(out, chosen, trainer, checkpoints, records, seed, mesh, trackers)
+    with contextlib.ExitStack() as stack:
+        members = [
+            _Member(
+                out=directory,
+                seed=member_seed,
+                records=kept,
+                checkpoints=stack.enter_context(
+                    open_checkpoints(directory, keep_period=chosen.eval_every)
+                ),
+                trackers=stack.enter_context(
+                    open_trackers(log if main else (), directory, dict(config, seed=member_seed))
+                ),
+            )
+            for (member_seed, directory), kept in zip(directories.items(), records)
+        ]
+        training = _Training(out, chosen, trainer, members, mesh)
         state = training.run(state, elapsed_before=elapsed_before, quiet=quiet)
     if mesh is not None:
         state = parallel.gather(state)
-    return Run(
-        directory=out,
-        preset=chosen,
-        seed=seed,
-        iteration=int(state.iteration),
-        env=trainer.env,
-        trainer=trainer,
-        state=state,
-    )
+    runs = [
+        Run(
+            directory=member.out,
+            preset=chosen,
+            seed=member.seed,
+            iteration=int(state.iteration[index] if stacked else state.iteration),
+            env=trainer.env,
+            trainer=trainer,
+            state=presets.take_seed(state, index) if stacked else state,
+        )
+        for index, member in enumerate(members)
+    ]
+    return runs if stacked else runs[0]
 
 
-def _configure(out, preset, env, seed, resume) -> tuple[Path, presets.Preset, dict[str, Any]]:
+def check_seeds(seeds: int) -> None:
+    """`RunError` unless `seeds` is a positive int."""
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise RunError(f"`seeds` must be a positive number of seeds, got {seeds!r}")
+
+
+def build_seeds(preset: presets.Preset, seeds: list[int]):
+    """[`build`][azx._rundir.build] for several seeds stacked."""
+    try:
+        return preset.build_seeds(seeds)
+    except (ValueError, TypeError, KeyError, ImportError) as error:
+        raise RunError(f"preset {preset.name!r}: {one_line(error)}") from None
+
+
+def _configure(
+    out, preset, env, seed, resume, seeds
+) -> tuple[Path, presets.Preset, dict[str, Any]]:
     """The run directory, the preset and the run's configuration (`config.json`): the
-    saved ones with `resume`, otherwise from `preset` or `env` and `seed`."""
+    saved ones with `resume`, otherwise from `preset` or `env`, `seed` and `seeds`."""
     if resume:
         if out is None:
             raise RunError("`resume` needs `out`, the run directory to continue")
         out = Path(out)
         check_writable(out, "out")
-        config = resumable_config(out, {"preset": preset, "env": env, "seed": seed})
+        explicit = {"preset": preset, "env": env, "seed": seed, "seeds": seeds}
+        config = resumable_config(out, explicit)
         return out, presets.from_dict(config["preset"]), config
     chosen = _select_preset(preset, env)
     seed = 0 if seed is None else seed
+    seeds = 1 if seeds is None else seeds
     directory_name = chosen.name.replace(":", "-")
-    out = Path(out) if out is not None else Path("runs") / f"{directory_name}-seed{seed}"
+    name = f"seed{seed}" if seeds == 1 else f"seeds{seed}-{seed + seeds - 1}"
+    out = Path(out) if out is not None else Path("runs") / f"{directory_name}-{name}"
     check_writable(out, "out")
-    config = run_config(chosen, seed)
+    config = run_config(chosen, seed, seeds)
     check_fresh_directory(out, config)
     return out, chosen, config
 
@@ -350,23 +406,63 @@ def _prepare_directory(out: Path, config, state, resume: bool):
     elapsed_before = 0.0
     if resume:
         # Everything is read (and checked) before any file of the run changes.
-        state, meta = restore(out, state)
-        elapsed_before = float(meta.get("elapsed_s", 0.0))
-        records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
+        state, records, elapsed_before = _restore(out, state)
     # With several processes, process 0 alone writes the run's files (checkpoints aside:
     # every process writes its part of them), once every process has checked everything.
     _sync(f"azx: {out} checked")
+    _write_start(out, config, records, int(state.iteration), resume)
+    _sync(f"azx: {out} prepared")
+    return state, records, elapsed_before
+
+
+def _restore(out: Path, like, step: int | None = None):
+    """The state of checkpoint `step` (default: the newest readable), the metrics records
+    up to it and the seconds the run had taken."""
+    state, meta = restore(out, like, step)
+    records = [r for r in read_metrics(out) if r["iteration"] <= int(state.iteration)]
+    return state, records, float(meta.get("elapsed_s", 0.0))
+
+
+def _write_start(out: Path, config, records, iteration: int, resume: bool) -> None:
+    """A run directory ready to train from `iteration`: its `config.json`, the metrics
+    records kept, and (with `resume`) no checkpoint newer than `iteration`."""
     main = jax.process_index() == 0
     if main:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / CONFIG_FILE, config)
     if resume:
         with open_checkpoints(out) as checkpoints:  # (orbax opens it in every process at once)
-            _set_aside_newer(checkpoints, int(state.iteration))
+            _set_aside_newer(checkpoints, iteration)
     if main:
         write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
+
+
+def _prepare_seeds(out: Path, config, directories: dict[int, Path], state, resume: bool):
+    """`_prepare_directory` for several seeds' stacked state: `out/config.json` and each
+    seed's directory; with `resume`, every seed restored at the newest iteration that all
+    of them have saved. The stacked state, each seed's records and the seconds taken."""
+    parts = [presets.take_seed(state, index) for index in range(len(directories))]
+    restored = [(part, [], 0.0) for part in parts]
+    if resume:
+        restored = [_restore(d, part) for d, part in zip(directories.values(), parts)]
+        iteration = min(int(s.iteration) for s, _, _ in restored)
+        restored = [
+            r if int(r[0].iteration) == iteration else _restore(d, part, iteration)
+            for r, d, part in zip(restored, directories.values(), parts)
+        ]
+    _sync(f"azx: {out} checked")
+    if jax.process_index() == 0:
+        out.mkdir(parents=True, exist_ok=True)
+        write_json(out / CONFIG_FILE, config)
+    for (seed, directory), (part, records, _) in zip(directories.items(), restored):
+        member_config = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
+        _write_start(directory, member_config, records, int(part.iteration), resume)
     _sync(f"azx: {out} prepared")
-    return state, records, elapsed_before
+    stacked = jax.tree.map(
+        lambda *leaves: jnp.stack(leaves) if eqx.is_array(leaves[0]) else leaves[0],
+        *(part for part, _, _ in restored),
+    )
+    return stacked, [records for _, records, _ in restored], restored[0][2]
 
 
 def _mesh(trainer):
@@ -435,69 +531,114 @@ def _set_aside_newer(checkpoints, iteration: int) -> None:
             )
 
 
+@dataclasses.dataclass
+class _Member:
+    """One seed's run directory in a training: its metrics records, checkpoints and
+    trackers, and its evaluations' key stream."""
+
+    out: Path
+    seed: int
+    records: list[dict[str, Any]]
+    checkpoints: Any
+    trackers: list
+
+    @property
+    def eval_key(self):
+        return jax.random.fold_in(jax.random.key(self.seed), _EVAL_STREAM)
+
+
 class _Training:
     """The loop of one [`train`][azx.run.train] call: training calls of `log_every`
     iterations, each logged; evaluations, checkpoints and the learning curve when due;
-    Ctrl-C. What differs between algorithms, the preset's recipe says."""
+    Ctrl-C. What differs between algorithms, the preset's recipe says. With several
+    members (seeds), the state is their states stacked, trained under `vmap`, and each
+    member's directory gets what its own run would write."""
 
-    def __init__(self, out: Path, preset, trainer, checkpoints, records, seed, mesh, trackers):
+    def __init__(self, out: Path, preset, trainer, members: list[_Member], mesh):
         self.out, self.preset, self.recipe, self.trainer = out, preset, preset.recipe, trainer
-        self.checkpoints, self.records, self.seed, self.mesh = checkpoints, records, seed, mesh
-        self.eval_key = jax.random.fold_in(jax.random.key(seed), _EVAL_STREAM)
-        self.trackers = trackers
-        self.train_fn = eqx.filter_jit(
-            trainer.train_and_record if mesh is None else parallel.sharded_train(trainer, mesh)
-        )
+        self.members, self.mesh = members, mesh
+        self.stacked = len(members) > 1
+        if mesh is not None:
+            train = parallel.sharded_train(trainer, mesh, seeds=self.stacked)
+        elif self.stacked:
+            train = eqx.filter_vmap(trainer.train_and_record, in_axes=(eqx.if_array(0), None))
+        else:
+            train = trainer.train_and_record
+        self.train_fn = eqx.filter_jit(train)
         self.main = jax.process_index() == 0
         self.clock = _Clock()
 
     def elapsed(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.started
 
-    def append(self, record: dict[str, Any]) -> None:
-        self.records.append(record)
+    def each(self, tree):
+        """Each member's part of `tree` (a state or a history)."""
+        if not self.stacked:
+            return [tree]
+        return [presets.take_seed(tree, index) for index in range(len(self.members))]
+
+    def append(self, member: _Member, record: dict[str, Any]) -> None:
+        member.records.append(record)
         if self.main:
-            with open(self.out / METRICS_FILE, "a") as file:
+            with open(member.out / METRICS_FILE, "a") as file:
                 file.write(json.dumps(record) + "\n")
-        for tracker in self.trackers:
+        for tracker in member.trackers:
             tracker.log(record)
 
-    def evaluate(self, state, record: dict[str, Any], report: _Reporter) -> None:
+    def evaluate(self, member: _Member, state, record: dict[str, Any], report: _Reporter):
         tick = time.perf_counter()
         iteration = record["iteration"]
-        key = jax.random.fold_in(self.eval_key, iteration)
+        key = jax.random.fold_in(member.eval_key, iteration)
+        record["eval"] = self.recipe.evaluate(self.trainer, state, key=key, phase=report.phase)
+        when = f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
+        if self.stacked:
+            when = f"seed {member.seed}, {when}"
+        for line in self.recipe.evaluation_lines(record["eval"]):
+            report.log(f"{when}: {line}")
+        return time.perf_counter() - tick
+
+    def evaluate_all(self, state, records: list[dict[str, Any]], report: _Reporter) -> None:
         # On one device, from the whole state. With several processes each plays the same
         # games (the same state and key), so that none waits for another.
         whole = state if self.mesh is None else parallel.gather(state)
-        record["eval"] = self.recipe.evaluate(self.trainer, whole, key=key, phase=report.phase)
-        when = f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
-        for line in self.recipe.evaluation_lines(record["eval"]):
-            report.log(f"{when}: {line}")
-        self.clock.evaluation_seconds = time.perf_counter() - tick
+        seconds = [
+            self.evaluate(member, part, record, report)
+            for member, part, record in zip(self.members, self.each(whole), records)
+        ]
+        self.clock.evaluation_seconds = sum(seconds)
 
     def plot(self, report: _Reporter) -> None:
-        if self.main:
+        if not self.main:
+            return
+        title = self.preset.description or self.preset.name
+        for member in self.members:
             report.phase(f"drawing {CURVE_FILE}")
-            title = self.preset.description or self.preset.name
-            self.recipe.plot(self.records, self.out / CURVE_FILE, title=title)
-            iteration = self.records[-1]["iteration"]
-            for tracker in self.trackers:
-                tracker.log_image("learning_curve", self.out / CURVE_FILE, iteration=iteration)
+            self.recipe.plot(member.records, member.out / CURVE_FILE, title=title)
+            iteration = member.records[-1]["iteration"]
+            for tracker in member.trackers:
+                tracker.log_image("learning_curve", member.out / CURVE_FILE, iteration=iteration)
+        if self.stacked:
+            runs = {member.seed: member.records for member in self.members}
+            plot_seeds(runs, self.recipe.headline, self.out / CURVE_FILE, title=title)
 
     def run(self, state, *, elapsed_before: float, quiet: bool):
         """Train `state` to the preset's iterations; the trained state."""
         preset, out = self.preset, self.out
         self.elapsed_before = elapsed_before
         self.started = self.last_save = time.perf_counter()
-        first = int(state.iteration)
+        first = int(self.each(state)[0].iteration)
         reporter = _Reporter(preset.iterations, first, quiet or not self.main)
+        seeds = [member.seed for member in self.members]
         with reporter as report, _interruptible() as stopped:
             if first >= preset.iterations:
                 report.log(f"{out}: already trained {first} of {preset.iterations} iterations")
                 return state
+            which = f"seed {seeds[0]}" if not self.stacked else (
+                f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]}) trained together"
+            )  # fmt: skip
             report.log(
-                f"{preset.description or preset.name}: {preset.iterations} iterations, seed "
-                f"{self.seed}, writing to {out}"
+                f"{preset.description or preset.name}: {preset.iterations} iterations, "
+                f"{which}, writing to {out}"
                 + (f" (resuming at iteration {first})" if first else "")
             )
             report.phase("compiling the training step")
@@ -508,16 +649,20 @@ class _Training:
             if first == 0:
                 # The untrained agent, so that the curve starts where learning starts. Its
                 # games draw from the evaluation key stream: training is unchanged by them.
-                record = {"iteration": 0, "env_steps": 0}
-                self.evaluate(state, record, report)
-                record["elapsed_s"] = self.elapsed()
-                self.append(record)
+                records = [{"iteration": 0, "env_steps": 0} for _ in self.members]
+                self.evaluate_all(state, records, report)
+                for member, record in zip(self.members, records):
+                    record["elapsed_s"] = self.elapsed()
+                    self.append(member, record)
                 self.plot(report)
-            while int(state.iteration) < preset.iterations:
+            while first < preset.iterations:
                 state = self.train_call(state, step_chunk, chunk, report, stopped)
+                first = int(self.each(state)[0].iteration)
+            where = f"{out}/seed*/" if self.stacked else f"{out}/"
             report.log(
-                f"done: {int(state.iteration)} iterations in {self.elapsed():.0f}s; results in "
-                f"{out} ({METRICS_FILE}, {CURVE_FILE}, {CHECKPOINT_DIR}/)"
+                f"done: {first} iterations in {self.elapsed():.0f}s; results in "
+                f"{where} ({METRICS_FILE}, {CURVE_FILE}, {CHECKPOINT_DIR}/)"
+                + (f", every seed's curve in {out / CURVE_FILE}" if self.stacked else "")
             )
         return state
 
@@ -525,7 +670,7 @@ class _Training:
         """One training call (`chunk` iterations, or fewer at the end), logged, and the
         evaluation, checkpoint and curve that are due after it."""
         preset, trainer = self.preset, self.trainer
-        previous = int(state.iteration)
+        previous = int(self.each(state)[0].iteration)
         n = min(chunk, preset.iterations - previous)
         report.phase("training")
         tick = time.perf_counter()
@@ -535,28 +680,37 @@ class _Training:
         if n == chunk:  # a shorter last call compiles first: not the training rate
             self.clock.training_seconds += seconds
             self.clock.trained += n
-        iteration = int(state.iteration)
+        iteration = previous + n
+        # Each seed's steps per second (all of them train in the same `seconds`).
         rate = n * trainer.env_steps_per_iteration / seconds
-        record = {"iteration": iteration, "env_steps": iteration * trainer.env_steps_per_iteration}
-        record |= self.recipe.record(trainer, state, history, rate)
-        record["elapsed_s"] = self.elapsed()
+        records = []
+        for part, part_history in zip(self.each(state), self.each(history)):
+            record = {
+                "iteration": iteration,
+                "env_steps": iteration * trainer.env_steps_per_iteration,
+            }
+            record |= self.recipe.record(trainer, part, part_history, rate)
+            record["elapsed_s"] = self.elapsed()
+            records.append(record)
         finished = iteration >= preset.iterations
         due = finished or previous // preset.eval_every != iteration // preset.eval_every
         if due:
-            self.evaluate(state, record, report)
-        self.append(record)
+            self.evaluate_all(state, records, report)
+        for member, record in zip(self.members, records):
+            self.append(member, record)
         interrupted, save_due = _agree(
             stopped(), time.perf_counter() - self.last_save > CHECKPOINT_SECONDS
         )
         if due or interrupted or save_due:
             report.phase("saving a checkpoint")
             meta = {"iteration": iteration, "elapsed_s": self.elapsed()}
-            self.checkpoints.save(state, step=iteration, meta=meta)
+            for member, part in zip(self.members, self.each(state)):
+                member.checkpoints.save(part, step=iteration, meta=meta)
             self.last_save = time.perf_counter()
         if due or interrupted:
             self.plot(report)
         remaining = self.clock.remaining(iteration, preset.iterations, preset.eval_every)
-        report.advance(iteration, self.recipe.progress(record), remaining)
+        report.advance(iteration, self.recipe.progress(records[0]), remaining)
         if interrupted:
             report.log(f"interrupted: saved a checkpoint at iteration {iteration}")
             raise TrainingInterrupted(self.out, iteration)

@@ -15,6 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, ClassVar
 
+import equinox as eqx
 import jax
 import numpy as np
 
@@ -103,6 +104,16 @@ class AbstractRecipe(abc.ABC):
     ) -> tuple[dict[str, Any], str, list[str]]:
         """`azx eval` of `run` with the given `options` (the unset ones `None`): the
         result to save, the file's name (without iteration) and the lines to print."""
+
+    @abc.abstractmethod
+    def headline(self, results: dict[str, Any]) -> dict[str, float]:
+        """The numbers that sum up `evaluate`'s results (or those of `evaluate_run`, its
+        first return value), by name: what a run of several seeds averages and draws."""
+
+    def for_seeds(self, trainer):
+        """The trainer that trains several seeds at once under `vmap` (`trainer` itself
+        unless the algorithm has a form that batches better and gives the same results)."""
+        return trainer
 
 
 def check_types(values: dict[str, Any], **fields: tuple[str, ...]) -> None:
@@ -251,6 +262,23 @@ class AlphaZeroRecipe(AbstractRecipe):
 
     def evaluate_run(self, run, options, *, seed):
         return _evaluate_alphazero_run(run, options, seed=seed)
+
+    def headline(self, results):
+        if "results" in results:  # `azx eval`'s result: one agent
+            return {f"vs {spec}": r["score"] for spec, r in results["results"].items()}
+        return {
+            f"{agent} vs {spec}": record["score"]
+            for agent, by_opponent in results.items()
+            for spec, record in by_opponent.items()
+        }
+
+    def for_seeds(self, trainer):
+        # Under `vmap` the CPU's row loops (`PlatformBackend`) run every seed's rows in
+        # every iteration of every seed's loop; the lockstep kernels batch as plain array
+        # code. Every backend gives the same search, bit for bit.
+        if isinstance(getattr(trainer.search, "backend", None), search.PlatformBackend):
+            return eqx.tree_at(lambda t: t.search.backend, trainer, search.LockstepBackend())
+        return trainer
 
 
 def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
@@ -428,6 +456,9 @@ class PPORecipe(AbstractRecipe):
         line = f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"
         result = {"run": str(run.directory), "iteration": run.iteration, "seed": seed, **record}
         return result, "greedy" if greedy else "policy", [line]
+
+    def headline(self, results):
+        return {"return": results["return_mean"]}
 
 
 RECIPES: dict[str, type[AbstractRecipe]] = {

@@ -319,3 +319,71 @@ def plot_learning_curve(
     _title(figure, records, title)
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+def seeds_interval(values: Sequence[float]) -> dict[str, Any]:
+    """The mean of one number over several seeds, with a 95% interval (Student's t over
+    the seeds; with one seed, the interval is the value itself)."""
+    from scipy import stats
+
+    values = np.asarray(values, dtype=float)
+    mean = float(np.mean(values))
+    if values.size < 2:
+        return {"mean": mean, "low": mean, "high": mean, "seeds": int(values.size)}
+    half = stats.t.ppf(0.975, values.size - 1) * np.std(values, ddof=1) / np.sqrt(values.size)
+    return {"mean": mean, "low": mean - half, "high": mean + half, "seeds": int(values.size)}
+
+
+def across_seeds(headlines: Sequence[dict[str, float]]) -> dict[str, dict[str, Any]]:
+    """Each number of several seeds' headlines (a recipe's `headline`) as its mean with a
+    95% interval over the seeds (`seeds_interval`)."""
+    return {name: seeds_interval([h[name] for h in headlines]) for name in headlines[0]}
+
+
+def plot_seeds(
+    runs: Mapping[int, list[dict[str, Any]]],
+    headline: Callable[[dict[str, Any]], dict[str, float]],
+    path: str | os.PathLike,
+    *,
+    title: str,
+) -> None:
+    """Several seeds' evaluations against environment steps: one panel per number that
+    `headline(eval)` gives, with every seed's curve (thin), their mean (thick) and the
+    band from the lowest to the highest seed."""
+    plt = _pyplot()
+    from matplotlib.ticker import EngFormatter
+
+    by_seed = {
+        seed: [(r["env_steps"], headline(r["eval"])) for r in records if "eval" in r]
+        for seed, records in runs.items()
+    }
+    names = list(next(iter(by_seed.values()))[0][1]) if all(by_seed.values()) else []
+    figure, panels = plt.subplots(
+        1, max(len(names), 1), figsize=(4.5 * max(len(names), 1) + 1, 4.2),
+        constrained_layout=True, squeeze=False,
+    )  # fmt: skip
+    # The steps every seed has evaluated at (all of them, as the seeds train together).
+    common = sorted(set.intersection(*({s for s, _ in points} for points in by_seed.values())))
+    for name, axes in zip(names, panels[0]):
+        for seed, points in by_seed.items():
+            axes.plot(
+                [s for s, _ in points], [h[name] for _, h in points], color="tab:blue",
+                alpha=0.3, linewidth=1,
+            )  # fmt: skip
+        if common:
+            table = np.array(
+                [[dict(points)[step][name] for step in common] for points in by_seed.values()]
+            )
+            axes.fill_between(common, table.min(0), table.max(0), color="tab:blue", alpha=0.15,
+                              label=f"lowest to highest of {len(by_seed)} seeds")  # fmt: skip
+            axes.plot(common, table.mean(0), color="tab:blue", linewidth=2.5, label="mean")
+            axes.legend(fontsize="small")
+        axes.set(xlabel="environment steps", title=name)
+        axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+    seeds = sorted(runs)
+    figure.suptitle(f"{title}: seeds {seeds[0]}-{seeds[-1]}", fontsize="medium")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -106,11 +106,23 @@ def read_metrics(directory: str | os.PathLike) -> list[dict[str, Any]]:
     return records
 
 
-def run_config(preset: presets.Preset, seed: int) -> dict[str, Any]:
-    """The `config.json` of a run of `preset` from `seed`."""
+def run_config(preset: presets.Preset, seed: int, seeds: int = 1) -> dict[str, Any]:
+    """The `config.json` of a run of `preset` from `seed`; with `seeds` > 1, of a run of
+    the seeds `seed, ..., seed + seeds - 1` trained together, each in its own
+    subdirectory (see `seed_directories`)."""
     from . import __version__
 
-    return {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
+    config = {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
+    return config if seeds == 1 else config | {"seeds": seeds}
+
+
+def seed_directories(out: Path, config: dict[str, Any]) -> dict[int, Path]:
+    """Each seed's run directory of the run in `out` configured by `config`: `out`
+    itself for one seed, `out/seed<S>` for each of several."""
+    first, count = config["seed"], config.get("seeds", 1)
+    if count == 1:
+        return {first: out}
+    return {seed: out / f"seed{seed}" for seed in range(first, first + count)}
 
 
 # Preset fields that do not change the trained network: they (and every `eval_*` field,
@@ -124,7 +136,7 @@ def _training_identity(config: dict[str, Any]) -> dict[str, Any]:
         for k, v in config["preset"].items()
         if k not in _NOT_TRAINING and not k.startswith("eval_")
     }
-    return {"seed": config["seed"], **preset}
+    return {"seed": config["seed"], "seeds": config.get("seeds", 1), **preset}
 
 
 def _differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
@@ -149,6 +161,9 @@ def _load_config(directory: Path) -> dict[str, Any]:
         seed = config["seed"]
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
+        seeds = config.get("seeds", 1)
+        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+            raise TypeError(f"seeds must be a positive int, got {seeds!r}")
         presets.from_dict(config["preset"])
         return config
     except KeyError as error:
@@ -250,6 +265,12 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     """
     directory = Path(directory)
     config = _load_config(directory)
+    if config.get("seeds", 1) > 1:
+        listed = ", ".join(str(d) for d in seed_directories(directory, config).values())
+        raise RunError(
+            f"{directory} holds {config['seeds']} seeds' runs: load one of {listed} "
+            "(or all with azx.run.load_runs)"
+        )
     preset = presets.from_dict(config["preset"])
     if _latest_step(directory) is None:
         raise RunError(f"{directory} has no checkpoint yet")
@@ -264,6 +285,19 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
         trainer=trainer,
         state=state,
     )
+
+
+def load_runs(directory: str | os.PathLike, *, step: int | None = None) -> list[Run]:
+    """Every seed's run in `directory` (written by `azx train --seeds N`, or one run: a
+    list of one), each at checkpoint `step` (default: its newest), by seed.
+
+    **Raises:** [`azx.run.RunError`][] as [`azx.load_run`][] does, for any of them.
+    """
+    directory = Path(directory)
+    config = _load_config(directory)
+    if config.get("seeds", 1) == 1:
+        return [load_run(directory, step=step)]
+    return [load_run(path, step=step) for path in seed_directories(directory, config).values()]
 
 
 def _latest_step(out: Path) -> int | None:
@@ -293,16 +327,19 @@ def resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
     if not (out / CONFIG_FILE).exists():
         raise RunError(f"`resume`: {out} holds no run to resume (no {CONFIG_FILE})")
     saved = _load_config(out)
-    if _latest_step(out) is None:
-        raise RunError(
-            f"`resume`: no checkpoint in {out / CHECKPOINT_DIR}; start the run again instead"
-        )
+    for directory in seed_directories(out, saved).values():
+        if _latest_step(directory) is None:
+            raise RunError(
+                f"`resume`: no checkpoint in {directory / CHECKPOINT_DIR}; start the run "
+                "again instead"
+            )
     conflicts = [
         f"`{name}` {value!r} (the run has {saved_value!r})"
         for name, value, saved_value in (
             ("preset", explicit.get("preset"), saved["preset"]["name"]),
             ("env", explicit.get("env"), saved["preset"]["env"]),
             ("seed", explicit.get("seed"), saved["seed"]),
+            ("seeds", explicit.get("seeds"), saved.get("seeds", 1)),
         )
         if value is not None and value != saved_value
     ]
@@ -323,12 +360,13 @@ def check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
                 f"{out} holds a run with a different configuration ({'; '.join(differences)}); "
                 "choose another `out`, or `resume` to continue that run"
             )
-        latest = _latest_step(out)
-        if latest is not None:
-            raise RunError(
-                f"{out} already holds this run (checkpoint at iteration {latest}); "
-                "`resume` to continue it, or choose another `out`"
-            )
+        for directory in seed_directories(out, saved).values():
+            latest = _latest_step(directory)
+            if latest is not None:
+                raise RunError(
+                    f"{out} already holds this run (checkpoint at iteration {latest}); "
+                    "`resume` to continue it, or choose another `out`"
+                )
     elif out.exists() and any(out.iterdir()):
         raise RunError(f"{out} is not empty and holds no azx run; choose another `out`")
 

@@ -19,6 +19,7 @@ import typer.core
 
 from . import __version__, _cluster, presets, run as runs
 from ._recipes import RECIPES
+from ._report import across_seeds
 from ._rundir import check_writable
 from .checkpoint import DamagedCheckpointWarning
 
@@ -173,6 +174,18 @@ _TrainOutOption = Annotated[
 _TrainSeedOption = Annotated[
     int | None, typer.Option(help="Random seed.", show_default="0", metavar="N")
 ]
+_TrainSeedsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        metavar="N",
+        help=(
+            "Train N independent agents, seeds SEED to SEED+N-1, as one program; each "
+            "seed's run goes to OUT/seed<S>, their curves together to OUT."
+        ),
+        show_default="1",
+    ),
+]
 _TrainResumeOption = Annotated[
     bool,
     typer.Option(
@@ -275,6 +288,7 @@ def train(
     env: _TrainEnvOption = None,
     out: _TrainOutOption = None,
     seed: _TrainSeedOption = None,
+    seeds: _TrainSeedsOption = None,
     resume: _TrainResumeOption = False,
     iterations: _TrainIterationsOption = None,
     eval_every: _TrainEvalEveryOption = None,
@@ -311,6 +325,7 @@ def train(
             preset=preset,
             env=env,
             seed=seed,
+            seeds=seeds,
             resume=resume,
             iterations=iterations,
             eval_every=eval_every,
@@ -431,7 +446,10 @@ def evaluate(
 ) -> None:
     """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
     Elo). PPO: the mean return of N episodes with its 95% interval."""
-    loaded = _load(run, step)
+    try:
+        loaded = runs.load_runs(run, step=step)
+    except runs.RunError as error:
+        _fail(str(error))
     # Before the evaluation (minutes, perhaps): can its result be written?
     try:
         if json_path is None:
@@ -442,20 +460,32 @@ def evaluate(
         _fail(str(error))
     given = {"opponent": opponent, "games": games, "agent": agent, "simulations": simulations}
     given |= {"opening_plies": opening_plies, "episodes": episodes, "greedy": greedy}
-    recipe = loaded.preset.recipe
+    recipe = loaded[0].preset.recipe
     for other in RECIPES.values():
         flags = [_EVAL_FLAGS.get(name, "--" + name.replace("_", "-")) for name in other.eval_options
                  if given[name] is not None and name not in recipe.eval_options]  # fmt: skip
         if flags:
             _fail(f"{', '.join(flags)} applies to {other.name} runs; {run} is a {recipe.name} run")
     options = {name: given[name] for name in recipe.eval_options}
-    try:
-        result, name, lines = recipe.evaluate_run(loaded, options, seed=seed)
-    except runs.RunError as error:
-        _fail(str(error))
-    for line in lines:
-        typer.echo(line)
-    path = json_path or run / runs.EVAL_DIR / f"{name}-{loaded.iteration}.json"
+    results = []
+    for one in loaded:
+        try:
+            result, name, lines = recipe.evaluate_run(one, options, seed=seed)
+        except runs.RunError as error:
+            _fail(str(error))
+        for line in lines:
+            typer.echo(line)
+        results.append(result)
+    if len(loaded) > 1:
+        result = {"seeds": {one.seed: r for one, r in zip(loaded, results)}}
+        result["across_seeds"] = across_seeds([recipe.headline(r) for r in results])
+        for what, interval in result["across_seeds"].items():
+            typer.echo(
+                f"{what}, mean of {interval['seeds']} seeds: {interval['mean']:.3f} "
+                f"[{interval['low']:.3f}, {interval['high']:.3f}] (95% interval over the seeds)"
+            )
+    iteration = loaded[0].iteration
+    path = json_path or run / runs.EVAL_DIR / f"{name}-{iteration}.json"
     runs.write_json(path, result)  # (a default path that cannot be written: an OSError)
     typer.echo(f"wrote {path}")
 

@@ -23,6 +23,7 @@ one. [`azx.checkpoint.Checkpointer`][] saves and restores such a state when ever
 calls it.
 """
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -55,20 +56,26 @@ def _check(trainer: AbstractTrainer, mesh: Mesh) -> None:
     trainer.check_shards(mesh.shape[AXIS])
 
 
-def state_specs(state: AbstractTrainState) -> AbstractTrainState:
+def state_specs(state: AbstractTrainState, *, seeds: bool = False) -> AbstractTrainState:
     """The `PartitionSpec` of every leaf of `state`: the fields in `state.row_fields` split
-    over `"data"` along their first axis, the rest replicated."""
+    over `"data"` along their first axis, the rest replicated. With `seeds`, `state` is
+    several seeds' states stacked (`azx.presets.Preset.build_seeds`): the rows are the
+    second axis, and every seed's rows are split the same way."""
     rows = type(state).row_fields
+    split = P(None, AXIS) if seeds else P(AXIS)
 
     def spec(path, leaf):
         del leaf
-        return P(AXIS) if path[0].name in rows else P()
+        return split if path[0].name in rows else P()
 
     return jax.tree_util.tree_map_with_path(spec, state)
 
 
-def shard_state(state: AbstractTrainState, mesh: Mesh) -> AbstractTrainState:
-    """Place `state` on `mesh`: environment rows split over devices, the rest replicated.
+def shard_state(
+    state: AbstractTrainState, mesh: Mesh, *, seeds: bool = False
+) -> AbstractTrainState:
+    """Place `state` on `mesh`: environment rows split over devices, the rest replicated
+    (with `seeds`, stacked seeds' states: see [`state_specs`][azx.parallel.state_specs]).
 
     `state` is host-local and whole (e.g. `trainer.init(net, key=key)`). With several
     processes, every process passes the same state (the same seed gives the same one) and
@@ -78,12 +85,12 @@ def shard_state(state: AbstractTrainState, mesh: Mesh) -> AbstractTrainState:
     rows do not split evenly over its devices.
     """
     _check_axis(mesh)
-    specs = state_specs(state)
+    specs = state_specs(state, seeds=seeds)
     devices = mesh.shape[AXIS]
     for path, leaf in jax.tree_util.tree_leaves_with_path(state):
-        if path[0].name in type(state).row_fields and np.shape(leaf)[0] % devices:
+        if path[0].name in type(state).row_fields and np.shape(leaf)[int(seeds)] % devices:
             raise ValueError(
-                f"state{jax.tree_util.keystr(path)} has {np.shape(leaf)[0]} rows, which "
+                f"state{jax.tree_util.keystr(path)} has {np.shape(leaf)[int(seeds)]} rows, which "
                 f"{devices} devices cannot split evenly: the rows (num_envs) must be "
                 f"divisible by the number of devices"
             )
@@ -157,23 +164,29 @@ def sharded_step(trainer: AbstractTrainer, mesh: Mesh):
     return step
 
 
-def sharded_train(trainer: AbstractTrainer, mesh: Mesh):
+def sharded_train(trainer: AbstractTrainer, mesh: Mesh, *, seeds: bool = False):
     """`trainer.train_and_record` as a `shard_map` over `mesh`'s `"data"` axis:
     `train(state, num_steps) -> (state, history)`, `num_steps` steps in one `lax.scan`
     with every step's metrics stacked (replicated). Jit it with `num_steps` static, e.g.
-    `eqx.filter_jit(sharded_train(trainer, mesh))(state, 10)`.
+    `eqx.filter_jit(sharded_train(trainer, mesh))(state, 10)`. With `seeds`, `state` is
+    several seeds' states stacked (`azx.presets.Preset.build_seeds`), each device trains
+    its rows of every seed under `eqx.filter_vmap`, and the history has a seeds axis.
 
     **Raises:** `ValueError` if the trainer's rows do not split evenly over the devices.
     """
     _check(trainer, mesh)
     local = trainer.with_axis_name(AXIS)
 
+    def run(state, num_steps: int):
+        one = lambda state: local.train_and_record(state, num_steps)  # noqa: E731
+        return eqx.filter_vmap(one)(state) if seeds else one(state)
+
     def train(state, num_steps: int):
-        specs = state_specs(state)
+        specs = state_specs(state, seeds=seeds)
         # check_vma=False for the reason given in `sharded_step`; the metrics are sums
         # over the axis, the same on every device.
         mapped = jax.shard_map(
-            lambda state: local.train_and_record(state, num_steps),
+            lambda state: run(state, num_steps),
             mesh=mesh,
             in_specs=(specs,),
             out_specs=(specs, P()),

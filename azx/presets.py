@@ -120,10 +120,8 @@ class Preset(Generic[RecipeT]):
         training within float tolerance, not bit for bit: batching changes the order in
         which XLA sums (on the CPU, about 1e-6 apart after a few iterations).
 
-        Measured on a 2-core CPU (`python -m benchmarks.seeds`): 8 `ppo_cartpole` seeds
-        train 1.2 times as fast vmapped as one after another, but 4 `tic_tac_toe` seeds 80
-        times slower (AlphaZero's step, its search most likely, batches badly under `vmap`
-        on the CPU), so there, train its seeds separately.
+        The trainer is the recipe's form for several seeds (AlphaZero's search on its
+        lockstep kernels, which batch under `vmap`; the same search bit for bit).
 
         **Raises:** `ValueError` if `seeds` is empty.
         """
@@ -135,7 +133,8 @@ class Preset(Generic[RecipeT]):
         def stack(*leaves):  # arrays stacked; the rest (a network's activation) shared
             return jnp.stack(leaves) if eqx.is_array(leaves[0]) else leaves[0]
 
-        return built[0][0], jax.tree.map(stack, *(state for _, state in built))
+        trainer = self.recipe.for_seeds(built[0][0])
+        return trainer, jax.tree.map(stack, *(state for _, state in built))
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable description, flat (the recipe's fields beside the preset's,

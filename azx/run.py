@@ -49,6 +49,7 @@ from ._rundir import (
     Run as Run,
     RunError as RunError,
     load_run as load_run,
+    load_runs as load_runs,
     read_metrics as read_metrics,
     write_json as write_json,
 )
@@ -61,6 +62,7 @@ __all__ = [
     "evaluate",
     "evaluate_policy",
     "load_run",
+    "load_runs",
     "match_record",
     "read_metrics",
     "return_record",

@@ -1,0 +1,123 @@
+"""`azx train --seeds N`: several seeds trained as one program, each in its own run
+directory that matches the run of that seed alone (within float tolerance: batching
+changes the order of XLA's sums), `azx eval` across the seeds, and `--resume`.
+
+Small runs of the real ppo_cartpole preset (two iterations): the point is the plumbing.
+"""
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+from _cli import azx_cli
+from test_seeds import _leaves
+
+import azx
+
+
+SMALL = ["--preset", "ppo_cartpole", "--log-every", "1", "--eval-every", "2"]
+SMALL += ["--eval-episodes", "4", "--quiet"]
+# Wall-clock fields: they differ from one run to the next.
+_CLOCK = {"elapsed_s", "steps_per_s"}
+
+
+@pytest.fixture(scope="module")
+def together(tmp_path_factory):
+    """Seeds 3 and 4 of ppo_cartpole, two iterations, as one `azx train --seeds 2`."""
+    out = tmp_path_factory.mktemp("seeds") / "cartpole"
+    result = azx_cli("train", "--out", out, "--seed", 3, "--seeds", 2, "--iterations", 2, *SMALL)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def _assert_records_close(actual: list[dict], expected: list[dict]) -> None:
+    assert len(actual) == len(expected)
+    for got, want in zip(actual, expected):
+        assert got.keys() == want.keys()
+        for name in want.keys() - _CLOCK:
+            if isinstance(want[name], dict):
+                _assert_records_close([got[name]], [want[name]])
+            elif isinstance(want[name], float):
+                assert got[name] == pytest.approx(want[name], rel=1e-4, abs=1e-5), name
+            else:
+                assert got[name] == want[name], name
+
+
+def test_each_seed_writes_what_its_own_run_writes(together, tmp_path):
+    alone = tmp_path / "alone"
+    result = azx_cli("train", "--out", alone, "--seed", 4, "--iterations", 2, *SMALL)
+    assert result.exit_code == 0, result.output
+    config = json.loads((together / "config.json").read_text())
+    assert config["seed"] == 3 and config["seeds"] == 2
+    assert sorted(p.name for p in together.iterdir()) == [
+        "config.json", "learning_curve.png", "seed3", "seed4",
+    ]  # fmt: skip
+    mine = together / "seed4"
+    assert json.loads((mine / "config.json").read_text()) == json.loads(
+        (alone / "config.json").read_text()
+    )
+    _assert_records_close(azx.run.read_metrics(mine), azx.run.read_metrics(alone))
+    assert sorted(p.name for p in (mine / "checkpoints").iterdir()) == ["2"]
+    expected = _leaves(azx.load_run(alone).state)
+    actual = _leaves(azx.load_run(mine).state)
+    assert actual.keys() == expected.keys()
+    for path, want in expected.items():
+        if np.issubdtype(want.dtype, np.floating):
+            np.testing.assert_allclose(actual[path], want, rtol=1e-4, atol=1e-5, err_msg=path)
+        else:
+            np.testing.assert_array_equal(actual[path], want, err_msg=path)
+    # The seeds differ from each other.
+    first, second = (azx.run.read_metrics(together / f"seed{s}")[-1] for s in (3, 4))
+    assert first["loss"] != second["loss"]
+    for directory in (together, mine):
+        assert (directory / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_eval_reports_each_seed_and_the_mean_over_seeds(together, tmp_path):
+    path = tmp_path / "eval.json"
+    result = azx_cli("eval", "--run", together, "--episodes", 6, "--json", path)
+    assert result.exit_code == 0, result.output
+    assert "seed3 at iteration 2" in result.output and "seed4 at iteration 2" in result.output
+    assert "mean of 2 seeds" in result.output
+    saved = json.loads(path.read_text())
+    returns = [saved["seeds"][s]["return_mean"] for s in ("3", "4")]
+    interval = saved["across_seeds"]["return"]
+    assert interval["mean"] == pytest.approx(np.mean(returns))
+    assert interval["low"] <= min(returns) <= max(returns) <= interval["high"]
+    # Each seed's result is its own run's `azx eval`.
+    alone = azx_cli("eval", "--run", together / "seed4", "--episodes", 6, "--json", tmp_path / "4")
+    assert alone.exit_code == 0, alone.output
+    assert json.loads((tmp_path / "4").read_text())["return_mean"] == returns[1]
+
+
+def test_resume_continues_every_seed_exactly(together, tmp_path):
+    resumed = tmp_path / "resumed"
+    shutil.copytree(together, resumed)
+    result = azx_cli("train", "--out", resumed, "--resume", "--iterations", 3, *SMALL[2:])
+    assert result.exit_code == 0, result.output
+    straight = tmp_path / "straight"
+    result = azx_cli(
+        "train", "--out", straight, "--seed", 3, "--seeds", 2, "--iterations", 3, *SMALL
+    )
+    assert result.exit_code == 0, result.output
+    for seed in (3, 4):
+        got, want = (azx.run.read_metrics(d / f"seed{seed}") for d in (resumed, straight))
+        assert [{k: v for k, v in r.items() if k not in _CLOCK} for r in got] == [
+            {k: v for k, v in r.items() if k not in _CLOCK} for r in want
+        ]
+
+
+def test_a_seeds_directory_is_opened_seed_by_seed(together):
+    with pytest.raises(azx.run.RunError, match="holds 2 seeds' runs: load one of"):
+        azx.load_run(together)
+    runs = azx.run.load_runs(together)
+    assert [run.seed for run in runs] == [3, 4]
+    assert [run.directory.name for run in runs] == ["seed3", "seed4"]
+
+
+def test_seeds_must_be_a_positive_count(tmp_path):
+    with pytest.raises(azx.run.RunError, match="`seeds` must be a positive number"):
+        azx.run.train(tmp_path / "x", preset="ppo_cartpole", seeds=0)
+    result = azx_cli("train", "--out", tmp_path / "y", "--seeds", 0, *SMALL)
+    assert result.exit_code == 2 and "--seeds" in result.output
