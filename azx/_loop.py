@@ -279,7 +279,9 @@ def train(
     check_trackers(log)
     directories = seed_directories(out, config)
     stacked = len(directories) > 1
-    trainer, state = build_seeds(chosen, list(directories)) if stacked else build(chosen, seed)
+    trainer, state = (
+        build_seeds(chosen, list(directories)) if stacked else build(chosen, config["seed"])
+    )
     try:
         chosen.recipe.check_training(trainer.env)
     except (ValueError, ImportError) as error:  # ImportError: an optional package

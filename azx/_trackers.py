@@ -105,21 +105,27 @@ class TensorBoardTracker(AbstractTracker):
 
 class WandbTracker(AbstractTracker):
     """A Weights & Biases run (project `azx`, or `$WANDB_PROJECT`) named after the run
-    directory, with its configuration; each record at step = iteration, with
-    `env_steps` beside the scalars as a second x axis. `WANDB_MODE=offline` keeps it
+    directory (one per seed, grouped, for several seeds), with its configuration; each
+    record at step = iteration, with `env_steps` beside the scalars as a second x axis. `WANDB_MODE=offline` keeps it
     local, in `RUN/wandb/`."""
 
     def __init__(self, out: Path, config: dict[str, Any]):
         import wandb
 
         self.wandb = wandb
+        # One seed of several (`azx train --seeds N`): named after both directories,
+        # grouped with the other seeds.
+        several = config.get("seeds", 1) > 1
         self.run = wandb.init(
             project=os.environ.get("WANDB_PROJECT", "azx"),
-            name=out.name,
+            name=f"{out.parent.name}-{out.name}" if several else out.name,
+            group=out.parent.name if several else None,
             dir=str(out),
             config=config,
             # azx's progress bar owns the terminal: W&B does not capture (wrap) it.
             settings=wandb.Settings(console="off"),
+            # `azx train --seeds N` logs N runs at once, one per seed.
+            reinit="create_new",
         )
         self.run.define_metric("env_steps")
 

@@ -56,15 +56,17 @@ def main(argv=None) -> None:
     trained, together = _timed(compiled, states, iterations)
     print(f"{len(seeds)} seeds vmapped: compile {compile_vmapped:.1f} s, train {together:.1f} s")
 
-    single = eqx.filter_jit(trainer.train)
-    _, first = preset.build(seed=seeds[0])
+    # Each seed alone as `azx train --seed S` runs it (AlphaZero's search on the kernels
+    # the platform picks, not the lockstep ones `build_seeds` picks for vmap).
+    alone_trainer, first = preset.build(seed=seeds[0])
+    single = eqx.filter_jit(alone_trainer.train)
     compiled_single, compile_single = _timed(lambda: single.lower(first, iterations).compile())
     separate = 0.0
     for index, seed in enumerate(seeds):
         _, state = preset.build(seed=seed)
         state, seconds = _timed(compiled_single, state, iterations)
         separate += seconds
-        alone = _check(preset, trainer, state, args.episodes)
+        alone = _check(preset, alone_trainer, state, args.episodes)
         batched = _check(preset, trainer, azx.presets.take_seed(trained, index), args.episodes)
         print(f"seed {seed}: alone {alone} ({seconds:.1f} s); vmapped {batched}")
     print(
