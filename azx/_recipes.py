@@ -23,10 +23,13 @@ from . import arena, envs, nets, ppo, search
 from ._errors import RunError
 from ._report import (
     describe,
+    describe_episodes,
     describe_return,
     evaluate,
+    evaluate_episodes,
     evaluate_policy,
     play_episodes,
+    plot_episodes_curve,
     plot_learning_curve,
     plot_return_curve,
 )
@@ -227,6 +230,14 @@ class AlphaZeroRecipe(AbstractRecipe):
 
     def evaluate(self, trainer, state, *, key, phase):
         agents = {kind: self.agent(state.net, kind, None) for kind in self.eval_agents}
+        if trainer.env.num_players == 1:  # episodes, not matches
+            return evaluate_episodes(
+                trainer.env,
+                agents,
+                num_episodes=self.eval_games,
+                key=key,
+                on_agent=lambda agent: phase(f"evaluating {agent} ({self.eval_games} episodes)"),
+            )
         return evaluate(
             trainer.env,
             agents,
@@ -237,6 +248,8 @@ class AlphaZeroRecipe(AbstractRecipe):
         )
 
     def evaluation_lines(self, results):
+        if _single_player(results):
+            return [f"{agent}: {describe_episodes(record)}" for agent, record in results.items()]
         return [
             f"{agent} vs {spec}: {describe(result)}"
             for agent, by_opponent in results.items()
@@ -247,7 +260,11 @@ class AlphaZeroRecipe(AbstractRecipe):
         return f"loss {record['loss']:.3f} | {record['selfplay_steps_per_s']:.0f} moves/s"
 
     def plot(self, records, path, *, title):
-        plot_learning_curve(records, path, title=title)
+        evaluated = [r["eval"] for r in records if "eval" in r]
+        if evaluated and _single_player(evaluated[0]):
+            plot_episodes_curve(records, path, title=title)
+        else:
+            plot_learning_curve(records, path, title=title)
 
     def agent(self, net, kind, num_simulations):
         if kind == "network":
@@ -265,7 +282,12 @@ class AlphaZeroRecipe(AbstractRecipe):
 
     def headline(self, results):
         if "results" in results:  # `azx eval`'s result: one agent
-            return {f"vs {spec}": r["score"] for spec, r in results["results"].items()}
+            by_name = results["results"]
+            if _single_player(by_name):
+                return {f"{name} return": r["return_mean"] for name, r in by_name.items()}
+            return {f"vs {spec}": r["score"] for spec, r in by_name.items()}
+        if _single_player(results):
+            return {f"{agent} return": record["return_mean"] for agent, record in results.items()}
         return {
             f"{agent} vs {spec}": record["score"]
             for agent, by_opponent in results.items()
@@ -281,10 +303,45 @@ class AlphaZeroRecipe(AbstractRecipe):
         return trainer
 
 
+def _evaluate_single_player_run(run, options, agent: str, episodes: int, *, seed: int):
+    """`azx eval` of an AlphaZero run of a single-player game: the agent's episodes, and
+    those of every `--opponent` spec, played as a baseline on the same key."""
+    if options["opening_plies"]:
+        raise RunError("--opening-plies is for two-player games; this run's game has one player")
+    player = run.agent(agent, num_simulations=options["simulations"])
+    label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
+    agents = {label: player}
+    for spec in options["opponent"] or []:
+        try:
+            agents[spec] = arena.opponent(spec, run.env)
+        except (ValueError, ImportError) as error:
+            raise RunError(str(error)) from None
+    results = evaluate_episodes(run.env, agents, num_episodes=episodes, key=jax.random.key(seed))
+    lines = [f"{run.directory} at iteration {run.iteration}:"]
+    lines += [f"  {name}: {describe_episodes(record)}" for name, record in results.items()]
+    result = {
+        "run": str(run.directory),
+        "iteration": run.iteration,
+        "agent": agent,
+        "num_simulations": None if agent == "network" else player.search.num_simulations,
+        "seed": seed,
+        "results": results,
+    }
+    return result, agent, lines
+
+
+def _single_player(results: dict[str, Any]) -> bool:
+    """Whether AlphaZero's evaluation results are episodes (a single-player game: a
+    record per agent) rather than matches (a record per agent and opponent)."""
+    return "return_mean" in next(iter(results.values()), {})
+
+
 def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
     """`azx eval` of an AlphaZero run: its agent against every opponent."""
     games = 200 if options["games"] is None else options["games"]
     agent = options["agent"] or "search"
+    if run.env.num_players == 1:
+        return _evaluate_single_player_run(run, options, agent, games, seed=seed)
     opening_plies = options["opening_plies"] or 0
     if games % 2:
         raise RunError(f"--games must be even (half the games with each colour), got {games}")

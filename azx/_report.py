@@ -70,6 +70,48 @@ def evaluate(
     return results
 
 
+_episode_returns = eqx.filter_jit(arena.episode_returns)
+
+
+def evaluate_episodes(
+    env: AbstractEnv,
+    agents: dict[str, arena.AbstractAgent],
+    *,
+    num_episodes: int,
+    key,
+    on_agent: Callable[[str], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Each agent's episodes of a single-player game ([`azx.arena.episode_returns`][]),
+    all from the same key: `{agent_name: record}`, each record the episodes' mean return
+    with its 95% interval, lowest and highest return, and how many did not finish."""
+    results = {}
+    for name, agent in agents.items():
+        if on_agent is not None:
+            on_agent(name)
+        returns, finished = _episode_returns(env, agent, num_games=num_episodes, key=key)
+        mean, low, high = mean_interval(returns)
+        results[name] = {
+            "episodes": num_episodes,
+            "return_mean": mean,
+            "return_low": low,
+            "return_high": high,
+            "return_min": float(np.min(returns)),
+            "return_max": float(np.max(returns)),
+            "unfinished": int(np.sum(~np.asarray(finished))),
+        }
+    return results
+
+
+def describe_episodes(record: dict[str, Any]) -> str:
+    """A single-player agent's episodes on one line: mean return and its 95% interval."""
+    unfinished = f", {record['unfinished']} unfinished" if record["unfinished"] else ""
+    return (
+        f"return {record['return_mean']:.1f} [{record['return_low']:.1f}, "
+        f"{record['return_high']:.1f}] over {record['episodes']} episodes (lowest "
+        f"{record['return_min']:.0f}, highest {record['return_max']:.0f}){unfinished}"
+    )
+
+
 def play_episodes(trainer, state, num_episodes: int, key, greedy: bool) -> ppo.EvaluationResult:
     """`num_episodes` episodes of a PPO state's policy ([`azx.ppo.evaluate`][]), with the
     observation statistics it was trained with."""
@@ -321,20 +363,63 @@ def plot_learning_curve(
     plt.close(figure)
 
 
+def plot_episodes_curve(
+    records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "AlphaZero"
+) -> None:
+    """A single-player AlphaZero run: losses (left) and every agent's mean return with its
+    95% interval (right), against iteration (and environment steps, on top)."""
+    plt = _pyplot()
+    figure, (losses, returns) = plt.subplots(
+        1, 2, figsize=(10, 4.6), constrained_layout=True, sharex=True
+    )
+    logged = [r for r in records if "loss" in r]
+    for name in ("loss", "policy_loss", "value_loss"):
+        losses.plot([r["iteration"] for r in logged], [r[name] for r in logged], label=name)
+    losses.set(xlabel="iteration", ylabel="loss", title="training loss")
+    if logged:
+        losses.legend(fontsize="small")
+    evaluated = [r for r in records if "eval" in r]
+    for agent in dict.fromkeys(a for r in evaluated for a in r["eval"]):
+        points = [(r["iteration"], r["eval"][agent]) for r in evaluated if agent in r["eval"]]
+        _interval_bars(
+            returns,
+            [i for i, _ in points],
+            [(p["return_mean"], p["return_low"], p["return_high"]) for _, p in points],
+            capsize=3,
+            label=_AGENT_LABELS.get(agent, agent),
+            **_AGENT_STYLES.get(agent, _OTHER_STYLE),
+        )
+    returns.set(xlabel="iteration", ylabel="episode return", title="evaluation (95% interval)")
+    if evaluated:
+        returns.legend(fontsize="small")
+    for axes in (losses, returns):
+        _steps_axis(axes, records)
+    _title(figure, records, title)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
 # ----------------------------------------------------------------------------- seeds
 
 
-def seeds_interval(values: Sequence[float]) -> dict[str, Any]:
-    """The mean of one number over several seeds, with a 95% interval (Student's t over
-    the seeds; with one seed, the interval is the value itself)."""
+def mean_interval(values) -> tuple[float, float, float]:
+    """The mean of independent draws with its 95% interval (Student's t); one value is
+    its own interval."""
     from scipy import stats
 
-    values = np.asarray(values, dtype=float)
+    values = np.asarray(values, dtype=np.float64)
     mean = float(np.mean(values))
     if values.size < 2:
-        return {"mean": mean, "low": mean, "high": mean, "seeds": int(values.size)}
+        return mean, mean, mean
     half = stats.t.ppf(0.975, values.size - 1) * np.std(values, ddof=1) / np.sqrt(values.size)
-    return {"mean": mean, "low": mean - half, "high": mean + half, "seeds": int(values.size)}
+    return mean, float(mean - half), float(mean + half)
+
+
+def seeds_interval(values: Sequence[float]) -> dict[str, Any]:
+    """The mean of one number over several seeds, with its 95% interval over the seeds
+    (`mean_interval`)."""
+    mean, low, high = mean_interval(values)
+    return {"mean": mean, "low": low, "high": high, "seeds": len(values)}
 
 
 def across_seeds(headlines: Sequence[dict[str, float]]) -> dict[str, dict[str, Any]]:

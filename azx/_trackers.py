@@ -106,8 +106,8 @@ class TensorBoardTracker(AbstractTracker):
 class WandbTracker(AbstractTracker):
     """A Weights & Biases run (project `azx`, or `$WANDB_PROJECT`) named after the run
     directory (one per seed, grouped, for several seeds), with its configuration; each
-    record at step = iteration, with `env_steps` beside the scalars as a second x axis. `WANDB_MODE=offline` keeps it
-    local, in `RUN/wandb/`."""
+    record at step = iteration, with `env_steps` beside the scalars as a second x axis.
+    `WANDB_MODE=offline` keeps it local, in `RUN/wandb/`."""
 
     def __init__(self, out: Path, config: dict[str, Any]):
         import wandb

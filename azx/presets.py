@@ -335,6 +335,73 @@ _PRESETS: dict[str, Preset] = {
             eval_every=250,
         ),
         Preset(
+            name="2048",
+            env="2048",
+            # Rewards are the merged tiles' values, thousands a game: scaled so that value
+            # targets (discounted by the search's gamma of 0.99, about 100 moves ahead)
+            # stay of order one.
+            env_options={"reward_scale": 0.01},
+            network="mlp",
+            network_options={"width": 256, "depth": 3},
+            recipe=AlphaZeroRecipe(
+                # Gumbel with all four moves considered: sequential halving over four
+                # actions spends few simulations well. Chance nodes (the default) average
+                # over the new tile's positions and values.
+                search="gumbel",
+                search_options={
+                    "num_simulations": 16,
+                    "max_num_considered_actions": 4,
+                    "gamma": 0.99,
+                },
+                eval_opponents=(),
+                eval_games=32,
+            ),
+            config=Config(
+                num_envs=64,
+                collect_steps=16,
+                train_steps=16,
+                batch_size=256,
+                buffer_capacity=65536,
+                learning_rate=1e-3,
+                # Episodes last hundreds of moves: half of each value target is the
+                # search's own root value, so that positions get a useful target long
+                # before their episode ends.
+                root_value_weight=0.5,
+            ),
+            iterations=300,
+            description="2048, MLP, Gumbel 16 simulations with chance nodes",
+            eval_every=100,
+        ),
+        Preset(
+            name="backgammon",
+            env="backgammon",
+            network="mlp",
+            network_options={"width": 256, "depth": 3},
+            recipe=AlphaZeroRecipe(
+                # Gumbel search over the 156 checker moves (a turn is one to four of them,
+                # each a decision of its own), with chance nodes over the 21 rolls after
+                # the turn's last move.
+                search="gumbel",
+                search_options={"num_simulations": 16, "max_num_considered_actions": 8},
+                eval_opponents=("random",),
+                eval_games=100,
+            ),
+            config=Config(
+                num_envs=128,
+                collect_steps=16,
+                train_steps=16,
+                batch_size=512,
+                buffer_capacity=131072,
+                learning_rate=1e-3,
+                # A game is over a hundred decisions: half of each value target is the
+                # search's root value.
+                root_value_weight=0.5,
+            ),
+            iterations=400,
+            description="backgammon, MLP, Gumbel 16 simulations with chance nodes",
+            eval_every=100,
+        ),
+        Preset(
             name="ppo_cartpole",
             env="gymnax:CartPole-v1",
             env_options={},

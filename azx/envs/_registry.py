@@ -2,7 +2,7 @@ from ._abstract import AbstractEnv
 from ._gymnax import GymnaxEnv, gymnax_names
 from ._pgx import make_pgx, pgx_names
 from ._pgx_chance import expose_chance
-from ._wrappers import ObserveLegalMoves
+from ._wrappers import ObserveLegalMoves, ScaleRewards
 from ._xminigrid import XMinigridEnv, xminigrid_names
 
 
@@ -24,6 +24,7 @@ def make(
     *,
     max_episode_steps: int | None = None,
     observe_legal_moves: bool = False,
+    reward_scale: float | None = None,
     **kwargs,
 ) -> AbstractEnv:
     """Make the environment `name` as an [`azx.envs.AbstractEnv`][].
@@ -40,6 +41,8 @@ def make(
       are never truncated; gymnax and xminigrid keep their environment's own time limit).
     - `observe_legal_moves`: wrap the environment in [`azx.envs.ObserveLegalMoves`][], so
       that its observation ends with the legal-action mask.
+    - `reward_scale`: wrap the environment in [`azx.envs.ScaleRewards`][], so that its
+      rewards are multiplied by this (2048's merged tiles sum to thousands a game).
     - `**kwargs`: for pgx, the game's constructor arguments (e.g. `komi` for go); for
       gymnax and xminigrid, see [`azx.envs.GymnaxEnv`][] and [`azx.envs.XMinigridEnv`][].
 
@@ -55,6 +58,9 @@ def make(
     """
     if not isinstance(observe_legal_moves, bool):
         raise ValueError(f"observe_legal_moves must be True or False, got {observe_legal_moves!r}")
+    if reward_scale is not None:
+        options = dict(max_episode_steps=max_episode_steps, observe_legal_moves=observe_legal_moves)
+        return ScaleRewards(make(name, **options, **kwargs), reward_scale)
     if observe_legal_moves:
         env = make(name, max_episode_steps=max_episode_steps, **kwargs)
         return ObserveLegalMoves(env)
