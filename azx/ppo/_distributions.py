@@ -23,9 +23,11 @@ CONTINUOUS_DISTRIBUTIONS = ("tanh_normal", "normal", "beta")
 #: it would give a degenerate or an exploding distribution).
 LOG_STD_RANGE = (-5.0, 2.0)
 
-# Gauss-Hermite nodes and weights for E[f(u)], u ~ Normal(mean, std): the integrand of a
-# tanh-squashed Normal's entropy is smooth, and 32 nodes bring the quadrature within about
-# 1e-4 of the exact integral over the clipped range of standard deviations.
+# Gauss-Hermite nodes and weights for E[f(u)], u ~ Normal(mean, std). The integrand of a
+# tanh-squashed Normal's entropy, log(1 - tanh(u)^2), bends within |u| < 1, so the
+# quadrature is the more accurate the narrower the Normal: against SciPy's adaptive
+# integration, within 1e-3 up to std = e (log_std <= 1), within about 1% of the entropy at
+# the largest std, e^2.
 _HERMITE_NODES, _HERMITE_WEIGHTS = (
     x.astype(np.float32) for x in np.polynomial.hermite.hermgauss(32)
 )
@@ -137,16 +139,22 @@ def tanh_log_derivative(u: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
     return 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
 
 
+def _floats(values) -> tuple[float, ...]:
+    return tuple(float(x) for x in values)
+
+
 class _AbstractBox(AbstractActionDistribution):
-    low: tuple[float, ...] = eqx.field(static=True)
-    high: tuple[float, ...] = eqx.field(static=True)
+    low: tuple[float, ...] = eqx.field(static=True, converter=_floats)
+    high: tuple[float, ...] = eqx.field(static=True, converter=_floats)
 
     @property
     def num_outputs(self) -> int:
         return 2 * len(self.low)
 
-    def _bounds(self):
-        return jnp.asarray(self.low, jnp.float32), jnp.asarray(self.high, jnp.float32)
+    def _bounds(self, like: Array):
+        """The bounds, broadcast to the shape of `like` (actions with any leading axes)."""
+        low, high = (jnp.asarray(x, jnp.float32) for x in (self.low, self.high))
+        return jnp.broadcast_to(low, like.shape), jnp.broadcast_to(high, like.shape)
 
     def restrict(
         self, outputs: Float[Array, "*batch outputs"], legal_action_mask: Bool[Array, "*batch n"]
@@ -187,21 +195,25 @@ class TanhNormal(_AbstractNormal):
         self, outputs: Float[Array, "*batch outputs"], action: Array
     ) -> tuple[Float[Array, "*batch"], Float[Array, "*batch"]]:
         mean, log_std = _normal_parts(outputs)
-        low, high = self._bounds()
+        low, high = self._bounds(mean)
         log_half_width = jnp.log((high - low) / 2)
         log_density = (
             _normal_log_density(action, mean, log_std)
             - tanh_log_derivative(action)
             - log_half_width
         )
-        nodes = mean[..., None] + math.sqrt(2.0) * jnp.exp(log_std)[..., None] * _HERMITE_NODES
-        expected = jnp.sum(tanh_log_derivative(nodes) * _HERMITE_WEIGHTS, axis=-1)
+        quadrature = (*mean.shape, _HERMITE_NODES.size)
+        nodes, weights = (
+            jnp.broadcast_to(x, quadrature) for x in (_HERMITE_NODES, _HERMITE_WEIGHTS)
+        )
+        nodes = mean[..., None] + math.sqrt(2.0) * jnp.exp(log_std)[..., None] * nodes
+        expected = jnp.sum(tanh_log_derivative(nodes) * weights, axis=-1)
         expected = expected / math.sqrt(math.pi)
         entropy = 0.5 + _LOG_SQRT_2PI + log_std + expected + log_half_width
         return jnp.sum(log_density, axis=-1), jnp.sum(entropy, axis=-1)
 
     def env_action(self, action: Array) -> Array:
-        low, high = self._bounds()
+        low, high = self._bounds(action)
         return (low + high) / 2 + (high - low) / 2 * jnp.tanh(action)
 
 
@@ -220,7 +232,7 @@ class ClippedNormal(_AbstractNormal):
         return jnp.sum(log_density, axis=-1), jnp.sum(entropy, axis=-1)
 
     def env_action(self, action: Array) -> Array:
-        low, high = self._bounds()
+        low, high = self._bounds(action)
         return jnp.clip(action, low, high)
 
 
@@ -253,7 +265,7 @@ class Beta(_AbstractBox):
         self, outputs: Float[Array, "*batch outputs"], action: Array
     ) -> tuple[Float[Array, "*batch"], Float[Array, "*batch"]]:
         alpha, beta = self._shapes(outputs)
-        low, high = self._bounds()
+        low, high = self._bounds(alpha)
         log_width = jnp.log(high - low)
         log_norm = jax.scipy.special.betaln(alpha, beta)
         log_density = (
@@ -273,7 +285,7 @@ class Beta(_AbstractBox):
         return jnp.sum(log_density, axis=-1), jnp.sum(entropy, axis=-1)
 
     def env_action(self, action: Array) -> Array:
-        low, high = self._bounds()
+        low, high = self._bounds(action)
         return low + (high - low) * action
 
 
