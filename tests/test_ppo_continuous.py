@@ -4,6 +4,7 @@ tanh-squashed Normal's by numerical integration, also near the bounds), a rollou
 log-probabilities recomputed by the learner, a four-device mesh against one device, a
 resumed run against a straight one, and each optional setting against what it promises."""
 
+import json
 import os
 import subprocess
 import sys
@@ -342,6 +343,28 @@ def test_ppo_pendulum_preset_builds_and_evaluates():
     assert np.all(np.asarray(result.lengths) == 200) and bool(result.finished.all())
     assert np.all((-16.3 * 200 <= result.returns) & (result.returns <= 0))
     assert azx.presets.from_dict(preset.to_dict()) == preset
+
+
+def test_azx_train_and_eval_run_the_pendulum_preset(tmp_path):
+    from test_cli import _azx
+
+    out = tmp_path / "pendulum"
+    options = ["--preset", "ppo_pendulum", "--log-every", "1", "--eval-every", "1"]
+    options += ["--eval-episodes", "4", "--quiet", "--iterations", 1]
+    result = _azx("train", "--out", out, *options)
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "eval.json"
+    result = _azx("eval", "--run", out, "--episodes", 5, "--json", path)
+    assert result.exit_code == 0, result.output
+    assert "over 5 episodes" in result.output
+    saved = json.loads(path.read_text())
+    # The same episodes, played here: the mean and its Student-t interval (t(0.975, 4)).
+    run = azx.load_run(out)
+    returns = np.asarray(run.play_episodes(5, key=jax.random.key(0)).returns, np.float64)
+    assert saved["return_mean"] == pytest.approx(returns.mean(), rel=1e-5)
+    half = 2.7764 * returns.std(ddof=1) / np.sqrt(5)
+    assert saved["return_high"] - saved["return_mean"] == pytest.approx(half, rel=1e-3)
+    assert np.all((returns >= -16.3 * 200) & (returns <= 0))
 
 
 # ----------------------------------------------------------------------------- bad input
