@@ -367,6 +367,16 @@ def test_azx_train_and_eval_run_the_pendulum_preset(tmp_path):
     assert np.all((returns >= -16.3 * 200) & (returns <= 0))
 
 
+def test_wrappers_keep_the_box_actions(pendulum):
+    wrapped = azx.envs.ScaleRewards(pendulum, 0.5)
+    assert wrapped.action_space() == pendulum.action_space() == azx.envs.BoxActions([-2], [2])
+    key = jax.random.key(0)
+    action = jnp.array([1.5], jnp.float32)
+    stepped = wrapped.step(wrapped.init(key), action, key)
+    reference = pendulum.step(pendulum.init(key), action, key)
+    np.testing.assert_allclose(wrapped.rewards(stepped), 0.5 * pendulum.rewards(reference))
+
+
 # ----------------------------------------------------------------------------- bad input
 
 

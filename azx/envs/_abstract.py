@@ -72,8 +72,11 @@ class AbstractEnv(eqx.Module):
         """Return the state at the start of a new episode."""
 
     @abc.abstractmethod
-    def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
-        """Play `action` for the current player. `key` drives chance events, if any."""
+    def step(
+        self, state: EnvState, action: Int[Array, ""] | Float[Array, " num_actions"], key: PRNGKey
+    ) -> EnvState:
+        """Play `action` for the current player (an int32 scalar; with box actions, a
+        float32 vector). `key` drives chance events, if any."""
 
     @abc.abstractmethod
     def observation(self, state: EnvState) -> Shaped[Array, "..."]:
