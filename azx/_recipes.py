@@ -428,7 +428,11 @@ def _run_opponent(spec: str, run, agent: str, opening_plies: int):
 # ----------------------------------------------------------------------------- PPO
 
 
-_PPO_NETWORKS = {"actor_critic": nets.ActorCritic, "recurrent": nets.RecurrentActorCritic}
+_PPO_NETWORKS = {
+    "actor_critic": nets.ActorCritic,
+    "recurrent": nets.RecurrentActorCritic,
+    "continuous_actor_critic": ppo.ContinuousActorCritic,
+}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -123,6 +123,7 @@ def play_episodes(trainer, state, num_episodes: int, key, greedy: bool) -> ppo.E
         key=key,
         greedy=greedy,
         observation_stats=stats,
+        action_distribution=trainer.config.action_distribution,
     )
 
 

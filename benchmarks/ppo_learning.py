@@ -3,12 +3,15 @@ evaluated.
 
     python -m benchmarks.ppo_learning ppo_cartpole --seeds 8 [--json PATH]
     python -m benchmarks.ppo_learning ppo_minigrid --seeds 5
+    python -m benchmarks.ppo_learning ppo_pendulum --seeds 5 --threshold -250
 
-Every seed trains through `Preset.build` and `PPO.train` (the same code as
+Every seed trains through `Preset.build` and `PPO.train_and_record` (the code of
 `azx train`), in calls of `--chunk` iterations, then plays `--episodes` evaluation episodes
 (sampling the policy, or its most likely action with `--greedy`). Prints each seed's mean
 evaluation return with its 95% interval and the time taken; `--threshold` counts the
-seeds whose mean return reaches it.
+seeds whose mean return reaches it. `last_training_return` in the JSON records is the
+mean return of the episodes that ended in the last iteration that had any (`null` if
+none ended in the whole run).
 """
 
 import argparse
@@ -17,18 +20,24 @@ import time
 
 import equinox as eqx
 import jax
+import numpy as np
 
 import azx
 
 
 def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: bool) -> dict:
     trainer, state = preset.build(seed=seed)
-    train = eqx.filter_jit(trainer.train)
+    # One jitted function for all seeds: equal configurations give equal trainers, so
+    # every seed after the first reuses its compilation.
     started = time.perf_counter()
     done = 0
+    last_return = None  # of the most recent iteration in which episodes ended
     while done < preset.iterations:
         n = min(chunk, preset.iterations - done)
-        state = train(state, n)
+        state, history = _train(trainer, state, n)
+        ended = np.flatnonzero(np.asarray(history.episodes))
+        if ended.size:
+            last_return = float(history.episode_return[ended[-1]])
         done += n
     state = jax.block_until_ready(state)
     seconds = time.perf_counter() - started
@@ -40,6 +49,7 @@ def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: boo
         key=jax.random.key(10_000 + seed),
         greedy=greedy,
         observation_stats=stats,
+        action_distribution=preset.config.action_distribution,
     )
     low, high = result.return_interval()
     return {
@@ -50,8 +60,13 @@ def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: boo
         "return_low": low,
         "return_high": high,
         "unfinished": int((~result.finished).sum()),
-        "last_training_return": float(state.metrics.episode_return),
+        "last_training_return": last_return,
     }
+
+
+@eqx.filter_jit
+def _train(trainer, state, num_steps):
+    return trainer.train_and_record(state, num_steps)
 
 
 def main(argv=None):

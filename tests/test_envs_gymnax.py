@@ -197,8 +197,28 @@ def test_keywords_set_env_params_or_constructor_arguments_and_are_checked():
         azx.envs.make("gymnax:CartPole-v1", max_episode_steps=5, max_steps_in_episode=5)
     with pytest.raises(ValueError, match="max_episode_steps must be a positive int"):
         azx.envs.make("gymnax:CartPole-v1", max_episode_steps=0)
-    with pytest.raises(ValueError, match="Box actions"):
-        azx.envs.GymnaxEnv("Pendulum-v1")
+
+
+def test_box_actions_step_as_gymnax_steps():
+    env = azx.envs.GymnaxEnv("MountainCarContinuous-v0")
+    assert env.action_space() == azx.envs.BoxActions([-1.0], [1.0]) and env.num_actions == 1
+    assert azx.envs.make("gymnax:Pendulum-v1").action_space() == azx.envs.BoxActions([-2], [2])
+    assert azx.envs.make("gymnax:CartPole-v1").action_space() == azx.envs.DiscreteActions(2)
+    key = jax.random.key(0)
+    state = env.init(key)
+    with third_party_numerics():  # gymnax's own code, as the adapter runs it
+        reference = env.env.reset_env(key, env.params)[1]
+    for t, force in enumerate([0.5, -1.0, 0.25, 1.0]):
+        action = jnp.array([force], jnp.float32)
+        step_key = jax.random.fold_in(key, t)
+        state = env.step(state, action, step_key)
+        with third_party_numerics():
+            observation, reference, reward, *_ = env.env.step_env(
+                step_key, reference, action, env.params
+            )
+        np.testing.assert_array_equal(state.observation, observation)
+        np.testing.assert_allclose(env.rewards(state), [-0.1 * force**2], rtol=1e-6)
+        np.testing.assert_array_equal(reward, env.rewards(state)[0])
 
 
 def test_names_and_unknown_names():

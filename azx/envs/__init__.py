@@ -1,6 +1,10 @@
 """Environments: one interface, with adapters for pgx, gymnax and xminigrid."""
 
-from ._abstract import AbstractEnv as AbstractEnv
+from ._abstract import (
+    AbstractEnv as AbstractEnv,
+    BoxActions as BoxActions,
+    DiscreteActions as DiscreteActions,
+)
 from ._chance import AbstractChanceEnv as AbstractChanceEnv, require_chance as require_chance
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._memory import CueMemory as CueMemory

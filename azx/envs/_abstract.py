@@ -1,4 +1,5 @@
 import abc
+import math
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -6,6 +7,47 @@ from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import EnvState, PRNGKey
 from ._symmetry import Symmetry
+
+
+class DiscreteActions(eqx.Module):
+    """An action space of `num_actions` choices, actions `0 .. num_actions - 1` (an int32
+    scalar each)."""
+
+    num_actions: int = eqx.field(static=True)
+
+
+class BoxActions(eqx.Module):
+    """An action space of real vectors within per-component bounds: an action is a float32
+    vector of shape `(len(low),)` with `low[i] <= action[i] <= high[i]`.
+
+    **Raises:** `ValueError` for bounds that are empty, of different lengths, not finite,
+    or not increasing (`low[i] < high[i]`).
+    """
+
+    low: tuple[float, ...] = eqx.field(static=True)
+    high: tuple[float, ...] = eqx.field(static=True)
+
+    def __init__(self, low, high):
+        low, high = tuple(float(x) for x in low), tuple(float(x) for x in high)
+        if not low or len(low) != len(high):
+            raise ValueError(
+                f"action bounds need one low and one high per component, got low={low} and "
+                f"high={high}"
+            )
+        for i, (a, b) in enumerate(zip(low, high)):
+            if not (math.isfinite(a) and math.isfinite(b)):
+                raise ValueError(
+                    f"action bounds must be finite, got [{a}, {b}] for component {i}; "
+                    "give a continuous action space finite low and high bounds"
+                )
+            if not a < b:
+                raise ValueError(f"action bounds need low < high, got [{a}, {b}] for component {i}")
+        self.low, self.high = low, high
+
+    @property
+    def size(self) -> int:
+        """Number of components of an action."""
+        return len(self.low)
 
 
 class AbstractEnv(eqx.Module):
@@ -30,8 +72,11 @@ class AbstractEnv(eqx.Module):
         """Return the state at the start of a new episode."""
 
     @abc.abstractmethod
-    def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
-        """Play `action` for the current player. `key` drives chance events, if any."""
+    def step(
+        self, state: EnvState, action: Int[Array, ""] | Float[Array, " num_actions"], key: PRNGKey
+    ) -> EnvState:
+        """Play `action` for the current player (an int32 scalar; with box actions, a
+        float32 vector). `key` drives chance events, if any."""
 
     @abc.abstractmethod
     def observation(self, state: EnvState) -> Shaped[Array, "..."]:
@@ -56,6 +101,15 @@ class AbstractEnv(eqx.Module):
     @abc.abstractmethod
     def current_player(self, state: EnvState) -> Int[Array, ""]:
         """Index of the player to move, in `[0, num_players)`."""
+
+    def action_space(self) -> DiscreteActions | BoxActions:
+        """What an action is. Default: [`azx.envs.DiscreteActions`][] of `num_actions`.
+
+        An environment with continuous actions returns [`azx.envs.BoxActions`][]; its
+        `num_actions` is then the number of components of an action, its
+        `legal_action_mask` all true, and `step` takes a float32 vector within the
+        bounds."""
+        return DiscreteActions(self.num_actions)
 
     def symmetries(self) -> tuple[Symmetry, ...]:
         """Board symmetries that map every position to one of equal value, identity first,

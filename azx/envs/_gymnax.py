@@ -11,7 +11,7 @@ from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey
 from .._validate import check_positive_int
-from ._abstract import AbstractEnv
+from ._abstract import AbstractEnv, BoxActions, DiscreteActions
 
 
 # Registered gymnax environments that `make` does not offer: MNISTBandit downloads MNIST
@@ -64,6 +64,16 @@ def _is_discrete(gymnax: Any, env: Any, params: Any) -> bool:
     return isinstance(env.action_space(params), gymnax.environments.spaces.Discrete)
 
 
+def _box_actions(gymnax: Any, env: Any, params: Any) -> BoxActions | None:
+    """The bounds of a one-dimensional `Box` action space (`None` for any other)."""
+    space = env.action_space(params)
+    if not isinstance(space, gymnax.environments.spaces.Box) or len(space.shape) != 1:
+        return None
+    low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape)
+    high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape)
+    return BoxActions([float(x) for x in low], [float(x) for x in high])
+
+
 def _accepted_options(env: Any, params: Any) -> list[str]:
     """Keywords for one gymnax environment: its `EnvParams` fields, then its constructor's."""
     fields = [field.name for field in dataclasses.fields(params)]
@@ -96,7 +106,8 @@ class GymnaxState(eqx.Module):
 
 
 class GymnaxEnv(AbstractEnv):
-    """Adapter from a gymnax environment with discrete actions to
+    """Adapter from a gymnax environment with discrete actions, or continuous actions in a
+    one-dimensional box (`Pendulum-v1`, `MountainCarContinuous-v0`), to
     [`azx.envs.AbstractEnv`][].
 
     The environment is named (as in `gymnax.make`) rather than passed as an object:
@@ -117,12 +128,15 @@ class GymnaxEnv(AbstractEnv):
     num_players: int = eqx.field(static=True)
     observation_shape: tuple[int, ...] = eqx.field(static=True)
     observation_dtype: jnp.dtype = eqx.field(static=True)
+    box_actions: BoxActions | None = eqx.field(static=True)
+    """The bounds of continuous actions (`None`: discrete actions)."""
 
     def __init__(self, name: str, *, max_episode_steps: int | None = None, **kwargs: object):
         """**Arguments:**
 
-        - `name`: a gymnax environment with discrete actions, e.g. `"CartPole-v1"`,
-          `"Breakout-MinAtar"` (see `gymnax.registered_envs`).
+        - `name`: a gymnax environment with discrete or box actions, e.g.
+          `"CartPole-v1"`, `"Breakout-MinAtar"`, `"Pendulum-v1"` (see
+          `gymnax.registered_envs`).
         - `max_episode_steps`: the time limit, in steps; sets gymnax's
           `max_steps_in_episode` (default: gymnax's own limit for the environment).
         - `**kwargs`: fields of the environment's `EnvParams` (e.g.
@@ -155,10 +169,13 @@ class GymnaxEnv(AbstractEnv):
             env, params = _gymnax_env(name, options)
         except TypeError as error:  # unhashable keyword values
             raise ValueError(f"keyword arguments for {name!r} must be hashable: {error}") from None
-        if not _is_discrete(gymnax, env, params):
+        box_actions = (
+            None if _is_discrete(gymnax, env, params) else _box_actions(gymnax, *(env, params))
+        )
+        if box_actions is None and not _is_discrete(gymnax, env, params):
             raise ValueError(
                 f"gymnax environment {name!r} has {type(env.action_space(params)).__name__} "
-                "actions; azx environments have discrete actions"
+                "actions; azx adapts discrete actions and one-dimensional Box actions"
             )
         limit = params.max_steps_in_episode
         if isinstance(limit, float) and limit.is_integer():  # BernoulliBandit's is 100.0
@@ -170,7 +187,10 @@ class GymnaxEnv(AbstractEnv):
         self.name = name
         self.options = options
         self.max_episode_steps = limit
-        self.num_actions = int(env.action_space(params).n)
+        self.box_actions = box_actions
+        self.num_actions = (
+            int(env.action_space(params).n) if box_actions is None else box_actions.size
+        )
         self.num_players = 1
         self.observation_shape = tuple(int(d) for d in observation.shape)
         self.observation_dtype = jnp.dtype(jnp.float32)
@@ -191,7 +211,7 @@ class GymnaxEnv(AbstractEnv):
             observation, env_state = env.reset_env(key, params)
             # The dtypes a step gives (the parameters stay Python values, as in `step`).
             step = functools.partial(env.step_env, params=params)
-            action = jax.ShapeDtypeStruct((), jnp.int32)
+            action = self._action_shape_dtype()
             stepped = jax.eval_shape(step, key, env_state, action)[1]
         return GymnaxState(
             env_state=_with_dtypes(env_state, stepped),
@@ -201,7 +221,17 @@ class GymnaxEnv(AbstractEnv):
             truncated=jnp.zeros((), jnp.bool_),
         )
 
-    def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
+    def action_space(self) -> DiscreteActions | BoxActions:
+        return DiscreteActions(self.num_actions) if self.box_actions is None else self.box_actions
+
+    def _action_shape_dtype(self) -> jax.ShapeDtypeStruct:
+        if self.box_actions is None:
+            return jax.ShapeDtypeStruct((), jnp.int32)
+        return jax.ShapeDtypeStruct((self.num_actions,), jnp.float32)
+
+    def step(
+        self, state: EnvState, action: Int[Array, ""] | Float[Array, " num_actions"], key: PRNGKey
+    ) -> EnvState:
         env, params = self.env, self.params
         # `step_env`, not gymnax's `step`: that one resets finished episodes.
         with third_party_numerics():

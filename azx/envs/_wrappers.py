@@ -6,7 +6,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import EnvState, PRNGKey
-from ._abstract import AbstractEnv
+from ._abstract import AbstractEnv, BoxActions, DiscreteActions
 from ._symmetry import Symmetry
 
 
@@ -42,7 +42,9 @@ class EnvWrapper(AbstractEnv):
     def init(self, key: PRNGKey) -> EnvState:
         return self.env.init(key)
 
-    def step(self, state: EnvState, action: Int[Array, ""], key: PRNGKey) -> EnvState:
+    def step(
+        self, state: EnvState, action: Int[Array, ""] | Float[Array, " num_actions"], key: PRNGKey
+    ) -> EnvState:
         return self.env.step(state, action, key)
 
     def observation(self, state: EnvState) -> Shaped[Array, "..."]:
@@ -65,6 +67,9 @@ class EnvWrapper(AbstractEnv):
 
     def symmetries(self) -> tuple[Symmetry, ...]:
         return self.env.symmetries()
+
+    def action_space(self) -> DiscreteActions | BoxActions:
+        return self.env.action_space()
 
 
 class ScaleRewards(EnvWrapper):

@@ -12,7 +12,8 @@ from .._types import PRNGKey
 from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ..nets import RecurrentInput
-from ._policy import ObservationStats, act, gumbel_noise, initial_carry, normalize
+from ._distributions import action_distribution as make_distribution
+from ._policy import ObservationStats, act, initial_carry, normalize
 
 
 class EvaluationResult(eqx.Module):
@@ -84,6 +85,7 @@ def evaluate(
     greedy: bool = False,
     observation_stats: ObservationStats | None = None,
     max_steps: int = 100_000,
+    action_distribution: str = "categorical",
 ) -> EvaluationResult:
     """Play `num_episodes` episodes of `env` with the policy of `net`, all at once.
 
@@ -98,11 +100,14 @@ def evaluate(
       observations (`state.observation_stats` with `Config.normalize_observations`).
     - `max_steps`: stop episodes that have not ended after this many steps (they are
       marked `finished=False`).
+    - `action_distribution`: the policy's distribution, as the run's
+      `Config.action_distribution`.
 
     **Returns:** an [`azx.ppo.EvaluationResult`][].
     """
     check_positive_int("num_episodes", num_episodes)
     check_positive_int("max_steps", max_steps)
+    distribution = make_distribution(action_distribution, env)
     start_keys = row_keys(jax.random.fold_in(key, 0), jnp.int32(0), num_episodes)
     carry = initial_carry(net)
     episodes = jax.vmap(
@@ -127,15 +132,15 @@ def evaluate(
             episode_start=episode.episode_start,
         )
         legal = env.legal_action_mask(episode.env_state)
-        noise = jnp.zeros(env.num_actions) if greedy else gumbel_noise(action_key, env.num_actions)
-        carry, action, _, _ = act(net, episode.carry, inputs, legal, noise)
-        state = env.step(episode.env_state, action, step_key)
+        noise = None if greedy else distribution.noise(action_key)
+        carry, action, _, _ = act(net, distribution, episode.carry, inputs, legal, noise)
+        state = env.step(episode.env_state, distribution.env_action(action), step_key)
         reward = jnp.where(episode.running, env.rewards(state)[0], 0.0)
         ended = env.terminated(state) | env.truncated(state)
         return _Episode(
             env_state=state,
             carry=carry,
-            previous_action=action,
+            previous_action=action if action.ndim == 0 else episode.previous_action,
             previous_reward=reward,
             episode_start=jnp.bool_(False),
             running=episode.running & ~ended,

@@ -33,12 +33,15 @@ def loss(
     value_clip_eps: float | None,
     value_coef: float,
     entropy_coef: float,
+    kl_coef: float | None = None,
 ) -> LossParts:
     """The clipped PPO objective (Schulman et al., 2017) as a loss to minimise.
 
     Policy: `-min(ratio * advantage, clip(ratio, 1 - clip_eps, 1 + clip_eps) * advantage)`
     with `ratio = exp(log_prob - old_log_prob)`, so the gradient vanishes once the ratio
-    has moved past the clip range in the advantage's direction. Value:
+    has moved past the clip range in the advantage's direction; with `kl_coef`, the
+    KL-penalty objective `-ratio * advantage + kl_coef * ((ratio - 1) - log(ratio))`
+    instead (`approx_kl`'s per-sample estimate as the penalty). Value:
     `0.5 * (value - target) ** 2`, or with `value_clip_eps` the larger of that and the
     same error of `old_value + clip(value - old_value, ±value_clip_eps)`.
 
@@ -51,7 +54,11 @@ def loss(
     log_ratio = log_prob - old_log_prob
     ratio = jnp.exp(log_ratio)
     clipped_ratio = jnp.clip(ratio, 1.0 - clip_eps, 1.0 + clip_eps)
-    policy_loss = -jnp.minimum(ratio * advantage, clipped_ratio * advantage)
+    kl = (ratio - 1.0) - log_ratio
+    if kl_coef is None:
+        policy_loss = -jnp.minimum(ratio * advantage, clipped_ratio * advantage)
+    else:
+        policy_loss = -ratio * advantage + kl_coef * kl
     value_loss = jnp.square(value - target)
     if value_clip_eps is not None:
         clipped_value = old_value + jnp.clip(value - old_value, -value_clip_eps, value_clip_eps)
@@ -65,7 +72,7 @@ def loss(
         policy_loss=total(policy_loss),
         value_loss=total(value_loss),
         entropy=total(entropy),
-        approx_kl=total((ratio - 1.0) - log_ratio),
+        approx_kl=total(kl),
         clip_fraction=total((jnp.abs(ratio - 1.0) > clip_eps).astype(jnp.float32)),
     )
     combined = (

@@ -5,12 +5,11 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
+from jaxtyping import Array, Bool, Float, PyTree, Shaped
 
-from .._types import PRNGKey
 from ..envs import AbstractEnv
 from ..nets import AbstractRecurrentNet, RecurrentInput
-from ..search import ILLEGAL_LOGIT
+from ._distributions import AbstractActionDistribution, Categorical
 
 
 #: Standardised observations are clipped to this magnitude.
@@ -87,25 +86,9 @@ def apply(
     return carry, logits, value
 
 
-def masked_logits(
-    logits: Float[Array, "*batch num_actions"], legal_action_mask: Bool[Array, "*batch num_actions"]
-) -> Float[Array, "*batch num_actions"]:
-    return jnp.where(legal_action_mask, logits, ILLEGAL_LOGIT)
-
-
-def log_prob_and_entropy(
-    logits: Float[Array, "*batch num_actions"], action: Int[Array, "*batch"]
-) -> tuple[Float[Array, "*batch"], Float[Array, "*batch"]]:
-    """Log-probability of `action` and entropy of the categorical policy of `logits`."""
-    log_policy = jax.nn.log_softmax(logits, axis=-1)
-    log_prob = jnp.take_along_axis(log_policy, action[..., None], axis=-1)[..., 0]
-    entropy = -jnp.sum(jnp.exp(log_policy) * log_policy, axis=-1)
-    return log_prob, entropy
-
-
-def check_network(env: AbstractEnv, net: Any) -> None:
-    """Raise `ValueError` unless `net` maps one of `env`'s observations to `num_actions`
-    logits and a scalar value."""
+def check_network(env: AbstractEnv, net: Any, distribution: AbstractActionDistribution) -> None:
+    """Raise `ValueError` unless `net` maps one of `env`'s observations to the policy
+    outputs `distribution` reads and a scalar value."""
 
     def first_step():
         inputs = RecurrentInput(
@@ -123,35 +106,50 @@ def check_network(env: AbstractEnv, net: Any) -> None:
             f"the network does not fit the environment (observations of shape "
             f"{env.observation_shape}, {env.observation_dtype}): {error}"
         ) from None
-    if logits.shape != (env.num_actions,) or value.shape != ():
+    outputs = distribution.num_outputs
+    if isinstance(distribution, Categorical):
+        if logits.shape != (outputs,) or value.shape != ():
+            raise ValueError(
+                f"the network gives logits of shape {logits.shape} and a value of shape "
+                f"{value.shape}; the environment needs ({outputs},) logits (one per "
+                "action) and a scalar value"
+            )
+        return
+    if is_recurrent(net):
         raise ValueError(
-            f"the network gives logits of shape {logits.shape} and a value of shape "
-            f"{value.shape}; the environment needs ({env.num_actions},) logits (one per "
-            "action) and a scalar value"
+            "recurrent networks read the previous action as a discrete choice; an "
+            "environment with continuous actions needs a feed-forward network such as "
+            "azx.ppo.ContinuousActorCritic"
+        )
+    if logits.shape != (outputs,) or value.shape != ():
+        raise ValueError(
+            f"the network gives policy outputs of shape {logits.shape} and a value of shape "
+            f"{value.shape}; a {type(distribution).__name__} policy over the environment's "
+            f"{env.num_actions} action components needs ({outputs},) outputs (two per "
+            "component, as azx.ppo.ContinuousActorCritic gives) and a scalar value"
         )
 
 
 def act(
     net: Any,
+    distribution: AbstractActionDistribution,
     carry: PyTree[Array],
     inputs: RecurrentInput,
     legal_action_mask: Bool[Array, " num_actions"],
-    noise: Float[Array, " num_actions"],
+    noise: PyTree[Array] | None,
 ):
-    """Choose an action for one environment: the legal action of the largest
-    `logit + noise`. With standard Gumbel noise that is a sample of the masked policy (the
-    Gumbel-max trick, as in `jax.random.categorical`); with zeros, its most likely action.
-    Taking the noise as an argument lets a rollout draw all of it at once.
+    """Choose an action for one environment: a sample of `distribution` drawn with
+    `noise` (see [`azx.ppo.AbstractActionDistribution.noise`][]), or with `noise=None`
+    its most likely action. Taking the noise as an argument lets a rollout draw all of it
+    at once. Illegal actions get no probability.
 
     **Returns:** `(carry, action, log_prob, value)`.
     """
-    carry, logits, value = apply(net, carry, inputs)
-    logits = masked_logits(logits, legal_action_mask)
-    action = jnp.argmax(logits + noise).astype(jnp.int32)
-    log_prob, _ = log_prob_and_entropy(logits, action)
+    carry, outputs, value = apply(net, carry, inputs)
+    outputs = distribution.restrict(outputs, legal_action_mask)
+    if noise is None:
+        action = distribution.mode(outputs)
+    else:
+        action = distribution.sample(outputs, noise)
+    log_prob, _ = distribution.log_prob_and_entropy(outputs, action)
     return carry, action, log_prob, value
-
-
-def gumbel_noise(key: PRNGKey, num_actions: int) -> Float[Array, " num_actions"]:
-    """Noise for [`act`][] that makes it sample the policy."""
-    return jax.random.gumbel(key, (num_actions,))

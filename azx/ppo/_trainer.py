@@ -10,8 +10,9 @@ from .._numerics import third_party_numerics
 from .._trainer import AbstractTrainer, AbstractTrainState, row_keys, select_rows
 from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
-from ..nets import RecurrentInput
+from ..nets import ActorCritic, RecurrentInput
 from ._config import Config
+from ._distributions import AbstractActionDistribution, action_distribution
 from ._gae import gae
 from ._loss import LossParts, loss
 from ._policy import (
@@ -19,12 +20,9 @@ from ._policy import (
     act,
     apply,
     check_network,
-    gumbel_noise,
     initial_carry,
     initial_stats,
     is_recurrent,
-    log_prob_and_entropy,
-    masked_logits,
     merge_stats,
     normalize,
 )
@@ -95,6 +93,8 @@ class TrainState(AbstractTrainState):
     carry: PyTree[Array]
     """Each environment's network memory (`()` for a feed-forward network)."""
     previous_action: Int[Array, " num_envs"]
+    """The action a recurrent network reads (zeros with continuous actions, which need a
+    feed-forward network)."""
     previous_reward: Float[Array, " num_envs"]
     episode_start: Bool[Array, " num_envs"]
     """Whether each environment's current observation starts an episode."""
@@ -119,7 +119,10 @@ class Trajectory(eqx.Module):
     observation: Shaped[Array, "..."]
     """As the environment gave it (not normalised)."""
     legal_action_mask: Bool[Array, "*batch num_actions"]
-    action: Int[Array, "*batch"]
+    action: Int[Array, "*batch"] | Float[Array, "*batch action_size"]
+    """A discrete action, or the sample of a continuous action distribution as it drew it
+    (before [`azx.ppo.AbstractActionDistribution.env_action`][] maps it into the
+    bounds)."""
     log_prob: Float[Array, "*batch"]
     value: Float[Array, "*batch"]
     reward: Float[Array, "*batch"]
@@ -155,7 +158,7 @@ class Minibatch(eqx.Module):
     observation: Shaped[Array, "..."]
     """As the environment gave it (not normalised)."""
     legal_action_mask: Bool[Array, "*batch num_actions"]
-    action: Int[Array, "*batch"]
+    action: Int[Array, "*batch"] | Float[Array, "*batch action_size"]
     log_prob: Float[Array, "*batch"]
     """Of `action` under the rollout's policy."""
     value: Float[Array, "*batch"]
@@ -206,12 +209,20 @@ class PPO(AbstractTrainer[TrainState]):
     The network is feed-forward (`net(observation) -> (logits, value)`) or recurrent (an
     [`azx.nets.AbstractRecurrentNet`][], replayed over whole sequences from the rollout's
     starting memory). Illegal actions (the environment's legal-action mask) get no
-    probability.
+    probability. With continuous actions the network gives the parameters of
+    `config.action_distribution` instead of logits (see
+    [`azx.ppo.ContinuousActorCritic`][]).
+
+    Trainers built from equal arguments compare equal, so a jitted `train` compiled for
+    one serves the other.
     """
 
     env: AbstractEnv
     config: Config
-    optimiser: optax.GradientTransformation = eqx.field(static=True)
+    distribution: AbstractActionDistribution
+    """The policy over the environment's actions (`config.action_distribution`)."""
+    custom_optimiser: optax.GradientTransformation | None = eqx.field(static=True)
+    """The optimiser given to the constructor (`None`: the default, built from `config`)."""
     axis_name: str | None = eqx.field(static=True)
 
     def __init__(
@@ -227,10 +238,14 @@ class PPO(AbstractTrainer[TrainState]):
         - `env`: a single-player environment ([`azx.envs.AbstractEnv`][]).
         - `config`: sizes and learning settings ([`azx.ppo.Config`][]).
         - `optimiser`: an optax transformation; default Adam (`config.learning_rate`,
-          linearly annealed over `config.anneal_iterations` if set, `config.adam_eps`)
+          linearly annealed over `config.anneal_iterations` if set, `config.adam_eps`;
+          one for the actor and one for the critic with `config.critic_learning_rate`)
           after clipping to `config.max_grad_norm`.
         - `axis_name`: the mesh axis over which environments are sharded, when `step`
           runs inside `shard_map` (set by [`azx.parallel`][]; leave `None` otherwise).
+
+        **Raises:** `ValueError` for an environment with more than one player, or one
+        whose action space `config.action_distribution` does not fit.
         """
         if env.num_players != 1:
             raise ValueError(
@@ -238,15 +253,18 @@ class PPO(AbstractTrainer[TrainState]):
             )
         self.env = env
         self.config = config
-        if optimiser is None:
-            optimiser = optax.chain(
-                optax.clip_by_global_norm(config.max_grad_norm)
-                if config.max_grad_norm > 0
-                else optax.identity(),
-                optax.adam(_learning_rate_schedule(config), eps=config.adam_eps),
-            )
-        self.optimiser = optimiser
+        self.distribution = action_distribution(config.action_distribution, env)
+        self.custom_optimiser = optimiser
         self.axis_name = axis_name
+
+    @property
+    def optimiser(self) -> optax.GradientTransformation:
+        """The optimiser: the one given, or the default built from `config`. Built on
+        demand rather than stored, so that equal configurations give equal trainers (a
+        fresh `optax.chain` never compares equal to another)."""
+        if self.custom_optimiser is not None:
+            return self.custom_optimiser
+        return _default_optimiser(self.config)
 
     @property
     def num_envs(self) -> int:
@@ -257,15 +275,17 @@ class PPO(AbstractTrainer[TrainState]):
         return self.config.num_envs * self.config.rollout_length
 
     def with_axis_name(self, axis_name: str | None) -> "PPO":
-        return PPO(self.env, self.config, optimiser=self.optimiser, axis_name=axis_name)
+        return PPO(self.env, self.config, optimiser=self.custom_optimiser, axis_name=axis_name)
 
     # --- construction ----------------------------------------------------------------
 
     def check_network(self, net: Any) -> None:
         """Raise `ValueError` unless `net` fits the environment and the configuration's
         minibatches (see [`azx.ppo.Config`][])."""
-        check_network(self.env, net)
+        check_network(self.env, net, self.distribution)
         config = self.config
+        if config.critic_learning_rate is not None:
+            _check_separate_critic(net)
         if is_recurrent(net):
             if config.num_envs % config.num_minibatches:
                 raise ValueError(
@@ -299,7 +319,7 @@ class PPO(AbstractTrainer[TrainState]):
         carry = jax.tree.map(lambda x: jnp.broadcast_to(x, (rows, *x.shape)), initial_carry(net))
         with third_party_numerics():
             opt_state = self.optimiser.init(params)
-        return TrainState(
+        state = TrainState(
             params=params,
             opt_state=opt_state,
             env_state=jax.vmap(self.env.init)(env_keys),
@@ -315,6 +335,12 @@ class PPO(AbstractTrainer[TrainState]):
             key=key,
             net_static=net_static,
         )
+        warmup = self.config.observation_warmup_steps
+        if warmup:
+            # A key no training step uses: those are folded in by iteration from 0 up.
+            state, collected = self._play(state, jax.random.fold_in(key, 2**32 - 1), warmup)
+            state = self._update_stats(state, collected.trajectory.observation)
+        return state
 
     # --- rollout ---------------------------------------------------------------------
 
@@ -334,8 +360,13 @@ class PPO(AbstractTrainer[TrainState]):
             previous_reward=row.previous_reward,
             episode_start=row.episode_start,
         )
-        carry, action, log_prob, value = act(net, row.carry, inputs, legal_action_mask, noise)
-        next_state = env.step(row.env_state, action, step_key)
+        distribution = self.distribution
+        carry, action, log_prob, value = act(
+            net, distribution, row.carry, inputs, legal_action_mask, noise
+        )
+        next_state = env.step(row.env_state, distribution.env_action(action), step_key)
+        # A recurrent network reads the previous action; only discrete ones are kept.
+        previous_action = action if action.ndim == 0 else row.previous_action
         reward = env.rewards(next_state)[0]
         terminated = env.terminated(next_state)
         truncated = env.truncated(next_state) & ~terminated
@@ -348,7 +379,7 @@ class PPO(AbstractTrainer[TrainState]):
         if self.config.truncation == "bootstrap" and is_recurrent(net):
             final_inputs = RecurrentInput(
                 observation=final_observation,
-                previous_action=action,
+                previous_action=previous_action,
                 previous_reward=reward,
                 episode_start=jnp.bool_(False),
             )
@@ -378,7 +409,7 @@ class PPO(AbstractTrainer[TrainState]):
         row = _Row(
             env_state=select_rows(ended, env.init(reset_key), next_state),
             carry=carry,
-            previous_action=action,
+            previous_action=previous_action,
             previous_reward=reward,
             episode_start=ended,
             episode_return=jnp.where(ended, 0.0, episode_return),
@@ -389,6 +420,9 @@ class PPO(AbstractTrainer[TrainState]):
     def rollout(self, state: TrainState, key: PRNGKey) -> tuple[TrainState, Rollout]:
         """`rollout_length` steps in every environment with the current policy, episodes
         that end restarted. Returns the advanced state and what was collected."""
+        return self._play(state, key, self.config.rollout_length)
+
+    def _play(self, state: TrainState, key: PRNGKey, num_steps: int) -> tuple[TrainState, Rollout]:
         net, stats = state.net, self._stats(state)
         rows = state.episode_return.shape[0]
         first_row = self.first_row(rows)
@@ -402,11 +436,10 @@ class PPO(AbstractTrainer[TrainState]):
 
         # Every step's keys and action noise at once ([steps, rows, ...]): a few vectorised
         # draws rather than small ones inside every step of the loop.
-        steps = jnp.arange(self.config.rollout_length)
+        steps = jnp.arange(num_steps)
         keys = jax.vmap(lambda t: row_keys(jax.random.fold_in(key, t), first_row, rows))(steps)
         keys = jax.vmap(jax.vmap(lambda k: jax.random.split(k, 3)))(keys)
-        num_actions = self.env.num_actions
-        noise = jax.vmap(jax.vmap(lambda k: gumbel_noise(k, num_actions)))(keys[:, :, 0])
+        noise = jax.vmap(jax.vmap(self.distribution.noise))(keys[:, :, 0])
         start = _rows(state)
         end, (trajectory, finished, final_observation) = jax.lax.scan(
             scan_step, start, (noise, keys[:, :, 1:])
@@ -450,8 +483,11 @@ class PPO(AbstractTrainer[TrainState]):
         trajectory = rollout.trajectory
         next_value = jnp.concatenate([trajectory.value[1:], rollout.last_value[None]])
         ended = trajectory.terminated | trajectory.truncated
+        reward = trajectory.reward
+        if self.config.reward_scale != 1.0:
+            reward = reward * self.config.reward_scale
         return gae(
-            trajectory.reward,
+            reward,
             trajectory.value,
             jnp.where(ended, trajectory.final_value, next_value),
             trajectory.terminated,
@@ -539,10 +575,10 @@ class PPO(AbstractTrainer[TrainState]):
 
     def policy_and_value(
         self, net: Any, minibatch: Minibatch, observation_stats: ObservationStats | None
-    ) -> tuple[Float[Array, "envs steps num_actions"], Float[Array, "envs steps"]]:
-        """The network's masked logits and values on a minibatch's steps, as the learner
-        recomputes them: a recurrent network is replayed over each sequence from its
-        starting memory."""
+    ) -> tuple[Float[Array, "envs steps outputs"], Float[Array, "envs steps"]]:
+        """The network's policy outputs (logits with illegal actions masked) and values on
+        a minibatch's steps, as the learner recomputes them: a recurrent network is
+        replayed over each sequence from its starting memory."""
         observation = jax.vmap(jax.vmap(lambda o: normalize(observation_stats, o)))(
             minibatch.observation
         )
@@ -561,7 +597,7 @@ class PPO(AbstractTrainer[TrainState]):
             logits, value = jax.vmap(replay)(minibatch.start_carry, inputs)
         else:
             logits, value = jax.vmap(jax.vmap(net))(observation)
-        return masked_logits(logits, minibatch.legal_action_mask), value
+        return self.distribution.restrict(logits, minibatch.legal_action_mask), value
 
     def update(self, state: TrainState, minibatch: Minibatch) -> tuple[TrainState, LossParts]:
         """One gradient step on one minibatch; the loss parts are means over the
@@ -577,7 +613,7 @@ class PPO(AbstractTrainer[TrainState]):
         def objective(params):
             net = eqx.combine(params, state.net_static)
             logits, value = self.policy_and_value(net, minibatch, stats)
-            log_prob, entropy = log_prob_and_entropy(logits, minibatch.action)
+            log_prob, entropy = self.distribution.log_prob_and_entropy(logits, minibatch.action)
             per_sample = (
                 log_prob,
                 minibatch.log_prob,
@@ -594,6 +630,7 @@ class PPO(AbstractTrainer[TrainState]):
                 value_clip_eps=config.value_clip_eps,
                 value_coef=config.value_coef,
                 entropy_coef=config.entropy_coef,
+                kl_coef=config.kl_coef,
             )
             return parts.loss, parts
 
@@ -624,7 +661,7 @@ class PPO(AbstractTrainer[TrainState]):
         state = self._update_stats(state, trajectory.observation)
         episodes = self.sum_over_shards(rollout.episodes)
         finished = jnp.maximum(episodes, 1).astype(jnp.float32)
-        learning_rate = _learning_rate_schedule(config)
+        learning_rate = _learning_rate_schedule(config, config.learning_rate)
         if callable(learning_rate):
             learning_rate = learning_rate(state.iteration * config.updates_per_iteration)
         metrics = Metrics(
@@ -669,18 +706,71 @@ class PPO(AbstractTrainer[TrainState]):
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
 
 
-def _learning_rate_schedule(config: Config):
+def _learning_rate_schedule(config: Config, learning_rate: float):
     """The learning rate of each optimiser update: constant, or falling linearly by
     iteration to 0 at `anneal_iterations`."""
     if config.anneal_iterations is None:
-        return config.learning_rate
+        return learning_rate
 
     def schedule(count):
         iteration = (count // config.updates_per_iteration).astype(jnp.float32)
         remaining = jnp.maximum(0.0, 1.0 - iteration / config.anneal_iterations)
-        return config.learning_rate * remaining
+        return learning_rate * remaining
 
     return schedule
+
+
+def _default_optimiser(config: Config) -> optax.GradientTransformation:
+    """Adam after global-norm clipping; with a critic learning rate, one Adam for the
+    actor's parameters and one for the critic's (clipped together)."""
+
+    def adam(learning_rate):
+        return optax.adam(_learning_rate_schedule(config, learning_rate), eps=config.adam_eps)
+
+    clip = (
+        optax.clip_by_global_norm(config.max_grad_norm)
+        if config.max_grad_norm > 0
+        else optax.identity()
+    )
+    if config.critic_learning_rate is None:
+        return optax.chain(clip, adam(config.learning_rate))
+    by_part = optax.multi_transform(
+        {"actor": adam(config.learning_rate), "critic": adam(config.critic_learning_rate)},
+        _actor_critic_labels,
+    )
+    return optax.chain(clip, by_part)
+
+
+def _is_critic(path) -> bool:
+    return any(
+        isinstance(key, jax.tree_util.GetAttrKey) and key.name.startswith("value") for key in path
+    )
+
+
+def _actor_critic_labels(params: PyTree) -> PyTree[str]:
+    """`"critic"` for the parameters under a field named `value...`, `"actor"` for the
+    rest."""
+    return jax.tree_util.tree_map_with_path(
+        lambda path, _: "critic" if _is_critic(path) else "actor", params
+    )
+
+
+def _check_separate_critic(net: Any) -> None:
+    """Raise `ValueError` unless `net` has critic and actor parameters and no torso that
+    both share (separate learning rates need separate torsos)."""
+    params = eqx.filter(net, eqx.is_array)
+    labels = jax.tree.leaves(_actor_critic_labels(params))
+    shared = any(
+        isinstance(part, ActorCritic) and not part.value_torso
+        for part in jax.tree.leaves(net, is_leaf=lambda x: isinstance(x, ActorCritic))
+    )
+    if shared or "critic" not in labels or "actor" not in labels:
+        raise ValueError(
+            "critic_learning_rate needs a network with separate actor and critic parts (the "
+            "critic's under fields named value..., as in azx.nets.ActorCritic with "
+            "shared_torso=False); this one has "
+            + ("a shared torso" if shared else f"only {set(labels) or 'no'} parameters")
+        )
 
 
 def _divisors(n: int) -> str:
