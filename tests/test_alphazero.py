@@ -443,3 +443,22 @@ def test_value_targets_mix_the_root_value_as_asked():
         mixed_batch = eqx.tree_at(lambda b: b.value_target, batch, target)
         expected = azx.alphazero.loss(state.net, mixed_batch)
         np.testing.assert_allclose(parts.value_loss, expected.value_loss, rtol=1e-5)
+
+
+def test_equal_configurations_make_equal_trainers_that_compile_once():
+    (first, first_state), (second, second_state) = tic_tac_toe(), tic_tac_toe()
+    assert first is not second and first == second and hash(first) == hash(second)
+    compilations = []
+
+    def count(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compilations.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(count)
+    try:
+        eqx.filter_jit(first.step)(first_state, jax.random.key(0))
+        compiled = len(compilations)
+        eqx.filter_jit(second.step)(second_state, jax.random.key(0))
+    finally:
+        jax.monitoring.unregister_event_duration_listener(count)
+    assert compiled >= 1 and len(compilations) == compiled

@@ -124,7 +124,8 @@ class AlphaZero(AbstractTrainer[TrainState]):
     search: AbstractSearch
     config: Config
     buffer: ReplayBuffer
-    optimiser: optax.GradientTransformation = eqx.field(static=True)
+    custom_optimiser: optax.GradientTransformation | None = eqx.field(static=True)
+    """The optimiser given to the constructor (`None`: the default, built from `config`)."""
     axis_name: str | None = eqx.field(static=True)
 
     def __init__(
@@ -174,22 +175,31 @@ class AlphaZero(AbstractTrainer[TrainState]):
         self.buffer = ReplayBuffer(
             config.buffer_capacity, config.num_envs, truncation=config.truncation
         )
-        if optimiser is None:
-            learning_rate = config.learning_rate
-            if config.decay_iterations is not None:
-                learning_rate = optax.cosine_decay_schedule(
-                    config.learning_rate,
-                    config.decay_iterations * config.train_steps,
-                    alpha=0.03,
-                )
-            optimiser = optax.chain(
-                optax.clip_by_global_norm(config.max_grad_norm)
-                if config.max_grad_norm > 0
-                else optax.identity(),
-                optax.adamw(learning_rate, weight_decay=config.weight_decay),
-            )
-        self.optimiser = optimiser
+        self.custom_optimiser = optimiser
         self.axis_name = axis_name
+
+    @property
+    def optimiser(self) -> optax.GradientTransformation:
+        """The optimiser: the one given, or the default built from `config` when asked
+        for, so that trainers of equal configurations compare equal (a fresh
+        `optax.chain` never equals another) and `eqx.filter_jit` compiles their step
+        once."""
+        if self.custom_optimiser is not None:
+            return self.custom_optimiser
+        config = self.config
+        learning_rate = config.learning_rate
+        if config.decay_iterations is not None:
+            learning_rate = optax.cosine_decay_schedule(
+                config.learning_rate,
+                config.decay_iterations * config.train_steps,
+                alpha=0.03,
+            )
+        return optax.chain(
+            optax.clip_by_global_norm(config.max_grad_norm)
+            if config.max_grad_norm > 0
+            else optax.identity(),
+            optax.adamw(learning_rate, weight_decay=config.weight_decay),
+        )
 
     @property
     def num_envs(self) -> int:
@@ -202,7 +212,11 @@ class AlphaZero(AbstractTrainer[TrainState]):
 
     def with_axis_name(self, axis_name: str | None) -> "AlphaZero":
         return AlphaZero(
-            self.env, self.search, self.config, optimiser=self.optimiser, axis_name=axis_name
+            self.env,
+            self.search,
+            self.config,
+            optimiser=self.custom_optimiser,
+            axis_name=axis_name,
         )
 
     # --- construction ----------------------------------------------------------------
