@@ -52,6 +52,9 @@ from .checkpoint import DamagedCheckpointWarning
 
 CHECKPOINT_SECONDS = 300.0
 """Save at least this often (besides every evaluation), so that a crash loses little."""
+LOG_SECONDS = 30.0
+"""Off a terminal, the longest time between two progress lines (while training calls end
+more often than that)."""
 _EVAL_STREAM = 1  # key streams of a run's seed: training uses the seed's key itself
 
 
@@ -132,6 +135,7 @@ class _Reporter:
 
         self.total = total
         self.kind = ""
+        self.last_line = time.perf_counter()
         self.console = Console(stderr=True, quiet=quiet)
         self.interactive = self.console.is_terminal
         self.progress = Progress(
@@ -163,15 +167,22 @@ class _Reporter:
     def phase(self, text: str) -> None:
         """Show what the loop is doing now (one short phrase; `""` clears it)."""
         self.progress.update(self.task, phase=f"{text}…" if text else "")
-        # Off a terminal there is no bar to show it: the start of a compile or an
-        # evaluation, the long waits, becomes a line.
+        # Off a terminal there is no bar to show it: the start of a compile or of each
+        # evaluation match, the long waits, becomes a line.
         kind = text.split(" ")[0]
-        if kind in ("compiling", "evaluating") and kind != self.kind and not self.interactive:
+        if kind in ("compiling", "evaluating") and text != self.kind and not self.interactive:
             self.log(f"{text}…")
-        self.kind = kind
+        self.kind = text
 
     def advance(self, iteration: int, info: str, eta_seconds: float | None) -> None:
         self.progress.update(self.task, completed=iteration, info=info, eta=_clock(eta_seconds))
+        # Off a terminal (a log file), a line at least every `LOG_SECONDS` and at the end.
+        now = time.perf_counter()
+        if not self.interactive and (
+            now - self.last_line >= LOG_SECONDS or iteration >= self.total
+        ):
+            self.log(f"iteration {iteration}/{self.total} | {info} | eta {_clock(eta_seconds)}")
+            self.last_line = now
 
 
 def _clock(seconds: float | None) -> str:

@@ -108,6 +108,11 @@ class AbstractRecipe(abc.ABC):
         """`azx eval` of `run` with the given `options` (the unset ones `None`): the
         result to save, the file's name (without iteration) and the lines to print."""
 
+    def check_eval(self, options: dict[str, Any], env: envs.AbstractEnv) -> None:
+        """`RunError` for `azx eval` options (as `evaluate_run` takes them) that cannot
+        run on `env`, before any checkpoint is read (nothing to check by default)."""
+        del options, env
+
     @abc.abstractmethod
     def headline(self, results: dict[str, Any]) -> dict[str, float]:
         """The numbers that sum up `evaluate`'s results (or those of `evaluate_run`, its
@@ -279,6 +284,24 @@ class AlphaZeroRecipe(AbstractRecipe):
 
     def evaluate_run(self, run, options, *, seed):
         return _evaluate_alphazero_run(run, options, seed=seed)
+
+    def check_eval(self, options, env):
+        games, agent = options["games"], options["agent"] or "search"
+        if agent not in ("search", "network"):
+            raise RunError(f"--agent must be 'search' or 'network', got {agent!r}")
+        if env.num_players == 1 and options["opening_plies"]:
+            raise RunError("--opening-plies is for two-player games; this run's game has one")
+        if env.num_players == 2 and games is not None and games % 2:
+            raise RunError(f"--games must be even (half the games with each colour), got {games}")
+        for spec in options["opponent"] or []:
+            if spec.strip().startswith("run:"):
+                if env.num_players == 1:
+                    raise RunError(f"opponent {spec!r}: a single-player game has no opponents")
+                continue  # another run: checked when it is opened
+            try:
+                arena.opponent(spec, env)
+            except (ValueError, ImportError) as error:
+                raise RunError(str(error)) from None
 
     def headline(self, results):
         if "results" in results:  # `azx eval`'s result: one agent

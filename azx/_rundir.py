@@ -287,6 +287,12 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     )
 
 
+def read_preset(directory: str | os.PathLike) -> presets.Preset:
+    """The preset of the run in `directory`, from its `config.json` alone (no checkpoint
+    is read): to check options before loading the run."""
+    return presets.from_dict(_load_config(Path(directory))["preset"])
+
+
 def load_runs(directory: str | os.PathLike, *, step: int | None = None) -> list[Run]:
     """Every seed's run in `directory` (written by `azx train --seeds N`, or one run: a
     list of one), each at checkpoint `step` (default: its newest), by seed.

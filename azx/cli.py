@@ -20,7 +20,7 @@ import typer.core
 from . import __version__, _cluster, presets, run as runs
 from ._recipes import RECIPES
 from ._report import across_seeds
-from ._rundir import check_writable
+from ._rundir import check_writable, read_preset
 from .checkpoint import DamagedCheckpointWarning
 
 
@@ -446,27 +446,30 @@ def evaluate(
 ) -> None:
     """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
     Elo). PPO: the mean return of N episodes with its 95% interval."""
+    given = {"opponent": opponent, "games": games, "agent": agent, "simulations": simulations}
+    given |= {"opening_plies": opening_plies, "episodes": episodes, "greedy": greedy}
+    # Every option is checked against the run's configuration before any checkpoint is
+    # read (seconds, perhaps) and the evaluation starts (minutes, perhaps).
     try:
-        loaded = runs.load_runs(run, step=step)
-    except runs.RunError as error:
-        _fail(str(error))
-    # Before the evaluation (minutes, perhaps): can its result be written?
-    try:
+        preset = read_preset(run)
         if json_path is None:
             check_writable(run / runs.EVAL_DIR, "json")
         else:
             check_writable(json_path, "json", file=True)
     except runs.RunError as error:
         _fail(str(error))
-    given = {"opponent": opponent, "games": games, "agent": agent, "simulations": simulations}
-    given |= {"opening_plies": opening_plies, "episodes": episodes, "greedy": greedy}
-    recipe = loaded[0].preset.recipe
+    recipe = preset.recipe
     for other in RECIPES.values():
         flags = [_EVAL_FLAGS.get(name, "--" + name.replace("_", "-")) for name in other.eval_options
                  if given[name] is not None and name not in recipe.eval_options]  # fmt: skip
         if flags:
             _fail(f"{', '.join(flags)} applies to {other.name} runs; {run} is a {recipe.name} run")
     options = {name: given[name] for name in recipe.eval_options}
+    try:
+        recipe.check_eval(options, preset.make_env())
+        loaded = runs.load_runs(run, step=step)
+    except (runs.RunError, ValueError, ImportError) as error:  # (a missing env package)
+        _fail(str(error))
     results = []
     for one in loaded:
         try:

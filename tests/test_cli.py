@@ -316,3 +316,26 @@ def test_any_two_player_pgx_game_trains_with_the_generic_setup(tmp_path):
     assert [r["iteration"] for r in run.metrics()] == [0, 1, 2]
     _one_line_error(_azx("train", "--preset", "pgx:2048"), "pgx:2048", "two")
     _one_line_error(_azx("train", "--preset", "pgx:chess_960"), "'chess_960'", "hex")
+
+
+@pytest.mark.parametrize(
+    ("preset", "options", "needle"),
+    [
+        ("tic_tac_toe", ["--opponent", "mcts"], "positive number of simulations"),
+        ("tic_tac_toe", ["--games", "7"], "--games must be even"),
+        ("tic_tac_toe", ["--agent", "nope"], "--agent must be"),
+        ("connect_four", ["--opponent", "solver"], "tic_tac_toe only"),
+        ("ppo_cartpole", ["--opponent", "solver"], "--opponent applies to alphazero runs"),
+        ("2048", ["--opening-plies", "2"], "two-player games"),
+    ],
+)
+def test_eval_options_are_checked_before_any_checkpoint_is_read(tmp_path, preset, options, needle):
+    # A run directory with its configuration and no checkpoint: the options are refused
+    # first, not "no checkpoint yet".
+    run = tmp_path / "run"
+    run.mkdir()
+    config = {"azx_version": azx.__version__, "seed": 0}
+    (run / "config.json").write_text(
+        json.dumps(config | {"preset": azx.presets.get(preset).to_dict()})
+    )
+    _one_line_error(_azx("eval", "--run", run, *options), needle)

@@ -128,3 +128,17 @@ def test_progress_names_each_phase(tmp_path):
     evaluating = lines.index("evaluating the policy (4 episodes)…")
     assert compiling < evaluating
     assert lines[evaluating + 1].startswith("iteration 0 (untrained): return ")
+
+
+def test_logs_off_a_terminal_get_a_progress_line_at_least_every_log_seconds(tmp_path, monkeypatch):
+    import azx._loop
+
+    monkeypatch.setattr(azx._loop, "LOG_SECONDS", 0.0)  # a line after every training call
+    args = ["--preset", "ppo_cartpole", "--log-every", "1", "--eval-every", "2"]
+    result = _azx("train", "--out", tmp_path, "--iterations", 2, "--eval-episodes", 4, *args)
+    assert result.exit_code == 0, result.output
+    progress = [line for line in result.output.splitlines() if line.startswith("iteration ")]
+    progress = [line for line in progress if "/2 |" in line]
+    assert [line.split(" |")[0] for line in progress] == ["iteration 1/2", "iteration 2/2"]
+    for line in progress:
+        assert "steps/s" in line and "| eta " in line

@@ -121,3 +121,21 @@ def test_seeds_must_be_a_positive_count(tmp_path):
         azx.run.train(tmp_path / "x", preset="ppo_cartpole", seeds=0)
     result = azx_cli("train", "--out", tmp_path / "y", "--seeds", 0, *SMALL)
     assert result.exit_code == 2 and "--seeds" in result.output
+
+
+@pytest.mark.slow
+def test_alphazero_seeds_train_evaluate_and_draw_together(tmp_path):
+    out = tmp_path / "ttt"
+    small = ["--iterations", 1, "--log-every", 1, "--eval-every", 1, "--eval-games", 10]
+    result = azx_cli("train", "--out", out, "--seeds", 2, *small, "--opponent", "random", "--quiet")
+    assert result.exit_code == 0, result.output
+    for seed in (0, 1):
+        records = azx.run.read_metrics(out / f"seed{seed}")
+        assert [r["iteration"] for r in records] == [0, 1]
+        assert records[-1]["eval"]["search"]["random"]["games"] == 10
+    assert (out / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    result = azx_cli("eval", "--run", out, "--games", 10, "--json", tmp_path / "e.json")
+    assert result.exit_code == 0, result.output
+    saved = json.loads((tmp_path / "e.json").read_text())
+    scores = [saved["seeds"][s]["results"]["random"]["score"] for s in ("0", "1")]
+    assert saved["across_seeds"]["vs random"]["mean"] == pytest.approx(np.mean(scores))
