@@ -119,22 +119,35 @@ BATCH = 8
 SEARCHES = {
     "puct": azx.search.PUCT(1, root_policy=azx.search.PUCTRoot(dirichlet_fraction=0.0)),
     "gumbel": azx.search.Gumbel(1, root_policy=azx.search.SequentialHalving(gumbel_scale=0.0)),
+    # mctx.stochastic_muzero_policy; mctx has no Gumbel variant of it.
+    "mctx-puct": azx.search.MctxPUCT(1, root_policy=azx.search.PUCTRoot(dirichlet_fraction=0.0)),
 }
 
 
 def _root_q(game, search, num_simulations, chance_nodes):
-    """Each root action's Q after a search of the game's start, one row per seed."""
+    """Each root action's Q and visits after a search of the game's start, one row per
+    seed, and the root values."""
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), BATCH))
+    if isinstance(search, azx.search.AbstractMctxSearch):
+        search = dataclasses.replace(
+            search, num_simulations=num_simulations, chance_nodes=chance_nodes
+        )
+        output = eqx.filter_jit(search.policy_output)(uniform_net, game, states, jax.random.key(1))
+        tree = output.search_tree
+        q = tree.qvalues(jnp.zeros(BATCH, jnp.int32))
+        visits = tree.children_visits[:, 0]
+        return np.asarray(q), np.asarray(visits), np.asarray(tree.summary().value)
     search = dataclasses.replace(
         search,
         num_simulations=num_simulations,
         capacity=num_simulations + 1,
         chance_nodes=chance_nodes,
     )
-    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), BATCH))
     tree = search.init(game, BATCH)
     keys = jax.random.split(jax.random.key(1), BATCH)
     output = eqx.filter_jit(search)(uniform_net, game, tree, states, key=keys)
-    return np.asarray(output.tree.edge_q[:, 0, :2]), np.asarray(output.tree.edge_visits[:, 0, :2])
+    q, visits = output.tree.edge_q[:, 0, :2], output.tree.edge_visits[:, 0, :2]
+    return np.asarray(q), np.asarray(visits), np.asarray(output.root_value)
 
 
 @pytest.mark.parametrize("name", sorted(SEARCHES))
@@ -145,12 +158,12 @@ def test_a_chance_node_takes_the_expected_value_of_its_outcomes(name):
     per expansion gives the first sample's reward, 0 or 1, in every row."""
     game = DiceRace(goal=2, moves=1)
     assert (exact_q(game, 0, 0, 0), exact_q(game, 0, 0, 1)) == (0.0, 0.5)
-    q, visits = _root_q(game, SEARCHES[name], 64, chance_nodes=True)
+    q, visits, _ = _root_q(game, SEARCHES[name], 64, chance_nodes=True)
     np.testing.assert_allclose(q[:, 0], 0.0)
     # The chance node's mean holds its own first estimate (one sampled outcome) and one
     # return per visit below it, whose outcomes follow the probabilities to within one.
     assert np.all(np.abs(q[:, 1] - 0.5) <= 2 / visits[:, 1])
-    sampled, _ = _root_q(game, SEARCHES[name], 64, chance_nodes=False)
+    sampled, _, _ = _root_q(game, SEARCHES[name], 64, chance_nodes=False)
     assert set(np.unique(sampled[:, 1])) <= {0.0, 1.0}
 
 
@@ -166,15 +179,24 @@ def test_chance_nodes_converge_to_the_expectimax_values(name):
     rows = np.arange(BATCH)
 
     def error(num_simulations, chance_nodes):
-        q, visits = _root_q(game, SEARCHES[name], num_simulations, chance_nodes)
+        q, visits, root_value = _root_q(game, SEARCHES[name], num_simulations, chance_nodes)
         best = visits.argmax(axis=1)
-        return float(np.abs(q[rows, best] - exact[best]).max())
+        value_error = np.abs(root_value - exact_value(game, 0, 0)).max()
+        return float(np.abs(q[rows, best] - exact[best]).max()), float(value_error)
 
-    few, many = error(400, True), error(4000, True)
-    sampled = error(4000, False)
-    print(f"{name}: chance nodes {few:.3f} at 400, {many:.3f} at 4000; sampled {sampled:.3f}")
+    (few, few_value), (many, many_value) = error(400, True), error(4000, True)
+    sampled, sampled_value = error(4000, False)
+    print(
+        f"{name}: chance nodes {few:.3f} at 400, {many:.3f} at 4000 (root value "
+        f"{few_value:.3f}, {many_value:.3f}); sampled {sampled:.3f} (root value "
+        f"{sampled_value:.3f})"
+    )
     assert many < few and many < 0.15
     assert sampled > 0.2
+    # The root value, the mean of every return backed up through the root (the early ones
+    # from the uniform network's zeros, and exploration's), moves towards the exact value
+    # more slowly.
+    assert many_value < few_value
 
 
 def test_chance_nodes_refuse_tree_reuse():
@@ -184,3 +206,38 @@ def test_chance_nodes_refuse_tree_reuse():
         search.init(DiceRace(goal=2, moves=1), 2)
     sampled = dataclasses.replace(search, chance_nodes=False)
     assert sampled.init(DiceRace(goal=2, moves=1), 2).chance is None
+
+
+def test_mctx_gumbel_refuses_to_plan_over_chance():
+    """mctx's stochastic policy is PUCT's only: MctxGumbel says so rather than sampling
+    outcomes under a flag that asks for chance nodes; with `chance_nodes=False` it samples."""
+    game = DiceRace(goal=2, moves=1)
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 2))
+    search = azx.search.make("gumbel", 8, backend="mctx")
+    with pytest.raises(ValueError, match="no Gumbel variant of its stochastic policy"):
+        search.init(game, 2)
+    with pytest.raises(ValueError, match="no Gumbel variant of its stochastic policy"):
+        search(uniform_net, game, azx.search.MctxTree(), states, key=jax.random.key(1))
+    sampled = azx.search.make("gumbel", 8, backend="mctx", chance_nodes=False)
+    output = sampled(uniform_net, game, sampled.init(game, 2), states, key=jax.random.key(1))
+    np.testing.assert_allclose(np.asarray(output.policy_target).sum(axis=1), 1.0, rtol=1e-6)
+
+
+def test_mctx_puct_searches_a_game_without_chance_as_before():
+    """`chance_nodes` changes nothing in a game that does not expose its chance: the same
+    mctx.muzero_policy call, bit for bit, whatever the flag."""
+    env = azx.envs.make("tic_tac_toe")
+    states = jax.vmap(env.init)(jax.random.split(jax.random.key(0), 4))
+
+    def net(observation):
+        del observation
+        return jnp.linspace(0.0, 1.0, 9), jnp.zeros(())
+
+    outputs = [
+        azx.search.MctxPUCT(16, chance_nodes=flag)(
+            net, env, azx.search.MctxTree(), states, key=jax.random.key(2)
+        )
+        for flag in (True, False)
+    ]
+    for a, b in zip(jax.tree.leaves(outputs[0]), jax.tree.leaves(outputs[1]), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
