@@ -241,3 +241,18 @@ def test_mctx_puct_searches_a_game_without_chance_as_before():
     ]
     for a, b in zip(jax.tree.leaves(outputs[0]), jax.tree.leaves(outputs[1]), strict=True):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+@pytest.mark.parametrize("name", ["puct", "mctx-puct"])
+def test_a_wrapped_chance_game_is_searched_with_chance_nodes(name):
+    """ScaleRewards passes the chance through: searching the dice race with rewards doubled
+    plans over the same outcomes and gives exactly twice each root Q (the uniform
+    network's values are 0, and doubling is exact in floating point)."""
+    game = DiceRace(goal=2, moves=1)
+    doubled = azx.envs.ScaleRewards(game, 2.0)
+    assert isinstance(doubled, AbstractChanceEnv)
+    q, visits, value = _root_q(game, SEARCHES[name], 64, chance_nodes=True)
+    q2, visits2, value2 = _root_q(doubled, SEARCHES[name], 64, chance_nodes=True)
+    np.testing.assert_array_equal(visits2, visits)
+    np.testing.assert_array_equal(q2, 2 * q)
+    np.testing.assert_array_equal(value2, 2 * value)
