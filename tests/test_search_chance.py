@@ -199,13 +199,124 @@ def test_chance_nodes_converge_to_the_expectimax_values(name):
     assert many_value < few_value
 
 
-def test_chance_nodes_refuse_tree_reuse():
-    # The subtree to keep depends on the outcome that happened, which `advance` is not told.
+REUSE_SIMULATIONS = 48
+
+
+def _subtree_reference(old, new_root):
+    """The slots under `new_root` in one row of a tree (NumPy arrays), in slot order, found
+    by walking the children: what compaction must keep, in the order it must keep them."""
+    if new_root < 0:
+        return []
+    kept, stack = [], [new_root]
+    while stack:
+        node = stack.pop()
+        kept.append(node)
+        stack.extend(int(c) for c in old["children"][node] if c >= 0)
+    return sorted(kept)
+
+
+def _check_backups(tree, row):
+    """What every backup must leave in a tree with room to spare: at a node that is not
+    terminal, one visit for its own evaluation plus its edges' visits, and a mean value
+    that is the mean of its own value and its edges' returns."""
+    n = int(tree.num_nodes[row])
+    visits = np.asarray(tree.node_stats[row, :n, 1])
+    value = np.asarray(tree.node_stats[row, :n, 0])
+    raw = np.asarray(tree.node_stats[row, :n, 2])
+    edge_visits = np.asarray(tree.edge_visits[row, :n])
+    edge_q = np.asarray(tree.edge_q[row, :n])
+    moving = ~np.asarray(tree.terminal[row, :n])
+    np.testing.assert_array_equal(visits[moving], 1 + edge_visits[moving].sum(axis=1))
+    total = raw + (edge_visits * edge_q).sum(axis=1)
+    np.testing.assert_allclose((value * visits)[moving], total[moving], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["puct", "gumbel"])
+def test_tree_reuse_follows_the_outcome_that_happened(name):
+    """After the real move and the real roll, `advance` keeps the subtree under the chance
+    node's child for that roll: the same nodes, in slot order, with the same statistics,
+    prior, flags and states, and its root holds the state the game reached. The next
+    search from that state continues from those statistics: its root gains exactly one
+    visit per simulation, and every node's visits and mean value stay the sums of its
+    edges' (checked against a fresh tree's search too)."""
+    game = DiceRace(goal=5, moves=4)
+    search = dataclasses.replace(
+        SEARCHES[name], num_simulations=REUSE_SIMULATIONS, reuse_tree=True, capacity=None
+    )
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), BATCH))
+    keys = jax.random.split(jax.random.key(1), (3, BATCH))
+    run = eqx.filter_jit(search)
+    output = run(uniform_net, game, search.init(game, BATCH), states, key=keys[0])
+    after = jax.vmap(game.afterstate)(states, output.action)
+    outcome = jax.vmap(game.sample_outcome)(after, keys[1])
+    next_states = jax.vmap(game.apply_outcome)(after, outcome)
+    done = jax.vmap(game.terminated)(next_states)
+    kept = search.advance(output.tree, output.action, done, outcome=outcome)
+
+    old_tree, reused = output.tree, 0
+    for row in range(BATCH):
+        old = jax.tree.map(lambda x: np.asarray(x[row]), old_tree)
+        chance_node = old.children[0, int(output.action[row])]
+        assert chance_node < 0 or old.chance[chance_node]  # a move leads to a chance node
+        new_root = -1 if chance_node < 0 else int(old.children[chance_node, int(outcome[row])])
+        slots = [] if bool(done[row]) else _subtree_reference(vars(old), new_root)
+        assert int(kept.num_nodes[row]) == len(slots)
+        reused += bool(slots)
+        if not slots:
+            continue
+        index = np.full(old_tree.capacity, -1)
+        index[slots] = np.arange(len(slots))
+        new = jax.tree.map(lambda x: np.asarray(x[row, : len(slots)] if x.ndim > 1 else x), kept)
+        for field in ("node_stats", "edge_visits", "edge_q", "selection_prior", "chance"):
+            np.testing.assert_array_equal(getattr(new, field), getattr(old, field)[slots])
+        children = old.children[slots]
+        np.testing.assert_array_equal(new.children, np.where(children >= 0, index[children], -1))
+        np.testing.assert_array_equal(new.parent[1:], index[old.parent[slots][1:]])
+        assert new.parent[0] == azx.search.NO_PARENT and not new.chance[0]
+        for ours, theirs in zip(
+            jax.tree.leaves(kept.state.state), jax.tree.leaves(next_states), strict=True
+        ):
+            np.testing.assert_array_equal(np.asarray(ours[row, 0]), np.asarray(theirs[row]))
+    assert reused >= BATCH // 2  # the test looks at reused subtrees, not only resets
+
+    old_root_visits = np.asarray(kept.node_stats[:, 0, 1])
+    following = run(uniform_net, game, kept, next_states, key=keys[2])
+    fresh = run(uniform_net, game, search.init(game, BATCH), next_states, key=keys[2])
+    for row in range(BATCH):
+        if bool(done[row]):
+            continue
+        root_visits = int(following.tree.node_stats[row, 0, 1])
+        assert root_visits == max(old_root_visits[row], 1) + REUSE_SIMULATIONS
+        _check_backups(following.tree, row)
+        _check_backups(fresh.tree, row)
+
+
+def test_tree_reuse_with_chance_nodes_needs_the_outcome():
+    game = DiceRace(goal=5, moves=4)
     search = azx.search.PUCT(8, reuse_tree=True)
-    with pytest.raises(ValueError, match="reuse_tree"):
-        search.init(DiceRace(goal=2, moves=1), 2)
-    sampled = dataclasses.replace(search, chance_nodes=False)
-    assert sampled.init(DiceRace(goal=2, moves=1), 2).chance is None
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), 2))
+    output = search(uniform_net, game, search.init(game, 2), states, key=jax.random.key(1))
+    done = jnp.zeros(2, bool)
+    with pytest.raises(ValueError, match=r"advance needs the chance outcome"):
+        search.advance(output.tree, output.action, done)
+    with pytest.raises(ValueError, match=r"must lie in \[0, 3\), got 3"):
+        search.advance(output.tree, output.action, done, outcome=jnp.asarray([0, 3]))
+    with pytest.raises(eqx.EquinoxRuntimeError, match=r"must lie in \[0, 3\)"):
+        advance = eqx.filter_jit(search.advance)
+        jax.block_until_ready(advance(output.tree, output.action, done, jnp.asarray([-1, 0])))
+    # Without reuse, or when outcomes are sampled (no chance nodes), advance needs none.
+    for other in (
+        dataclasses.replace(search, reuse_tree=False),
+        dataclasses.replace(search, chance_nodes=False),
+    ):
+        tree = other.init(game, 2)
+        assert other.advance(tree, output.action, done) is not None
+
+
+def test_the_chance_model_refuses_a_game_without_chance():
+    tic_tac_toe = azx.envs.make("tic_tac_toe")
+    with pytest.raises(ValueError, match="'tic_tac_toe' does not expose chance"):
+        azx.search.ChanceModel(env=tic_tac_toe, net=uniform_net, gamma=1.0)
 
 
 def test_mctx_gumbel_refuses_to_plan_over_chance():

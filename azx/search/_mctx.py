@@ -221,9 +221,13 @@ class AbstractMctxSearch(AbstractSearch):
         )
 
     def advance(
-        self, tree: MctxTree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
+        self,
+        tree: MctxTree,
+        action: Int[Array, " batch"],
+        done: Bool[Array, " batch"],
+        outcome: Int[Array, " batch"] | None = None,
     ) -> MctxTree:
-        del action, done  # mctx keeps no tree between searches
+        del action, done, outcome  # mctx keeps no tree between searches
         return tree
 
 
