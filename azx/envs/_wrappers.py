@@ -87,7 +87,8 @@ class ScaleRewards(EnvWrapper):
 
     For games with large rewards (2048's merged tiles sum to thousands per game): value
     targets of order one keep the value loss from swamping the policy loss. Everything
-    else is the wrapped environment's.
+    else is the wrapped environment's, its chance included: wrapping a game with chance
+    ([`azx.envs.AbstractChanceEnv`][]) gives one, with the game's chance methods.
     """
 
     scale: float = eqx.field(static=True)
@@ -111,7 +112,8 @@ class ObserveLegalMoves(EnvWrapper):
     reads them directly. The observation is one flat vector (for networks that flatten
     their input, such as [`azx.nets.MLP`][]), of the wrapped observation's dtype.
     Symmetries carry over: the board part moves as the wrapped board does, the mask as
-    the actions do. Everything else is the wrapped environment's.
+    the actions do. Everything else is the wrapped environment's, its chance included (as
+    for [`azx.envs.ScaleRewards`][]).
     """
 
     @property
@@ -132,8 +134,8 @@ class ObserveLegalMoves(EnvWrapper):
 
 
 class _ChanceOfWrapped(AbstractChanceEnv):
-    """The chance methods of a wrapper's `env`, for [`azx.envs.EnvWrapper`][]'s classes
-    that wrap a game with chance."""
+    """The chance methods of a wrapper's `env`, for `EnvWrapper`'s classes that wrap a game
+    with chance."""
 
     env: eqx.AbstractVar[AbstractChanceEnv]
 
