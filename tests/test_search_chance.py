@@ -367,3 +367,30 @@ def test_a_wrapped_chance_game_is_searched_with_chance_nodes(name):
     np.testing.assert_array_equal(visits2, visits)
     np.testing.assert_array_equal(q2, 2 * q)
     np.testing.assert_array_equal(value2, 2 * value)
+
+
+@pytest.mark.parametrize("name", ["2048", pytest.param("backgammon", marks=pytest.mark.slow)])
+def test_mctx_plans_over_pgx_chance(name):
+    """pgx's games through mctx's stochastic search, with fewer actions than outcomes
+    (2048: 4 and 32) and more (backgammon: 156 and 21): one key per row (mctx run row by
+    row), each row's result that of its own batch-1 search, and policy targets that are
+    distributions over the legal actions."""
+    env = azx.envs.make(name)
+
+    def net(observation):
+        del observation
+        return jnp.zeros(env.num_actions), jnp.zeros(())
+
+    states = jax.vmap(env.init)(jax.random.split(jax.random.key(0), 2))
+    keys = jax.random.split(jax.random.key(1), 2)
+    search = azx.search.MctxPUCT(8)
+    run = eqx.filter_jit(search)
+    output = run(net, env, search.init(env, 2), states, key=keys)
+    alone = run(net, env, search.init(env, 1), jax.tree.map(lambda x: x[1:], states), key=keys[1:])
+    for ours, theirs in zip(jax.tree.leaves(output), jax.tree.leaves(alone), strict=True):
+        np.testing.assert_array_equal(np.asarray(ours[1:]), np.asarray(theirs))
+    legal = np.asarray(jax.vmap(env.legal_action_mask)(states))
+    target = np.asarray(output.policy_target)
+    np.testing.assert_allclose(target.sum(axis=1), 1.0, rtol=1e-6)
+    assert np.all(target[~legal] == 0)
+    assert np.all(legal[np.arange(2), np.asarray(output.action)])
