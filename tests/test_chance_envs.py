@@ -223,3 +223,50 @@ def test_bad_outcomes_and_games_without_chance_are_errors():
     assert azx.envs.require_chance(env) is env
     with pytest.raises(ValueError, match="expected azx.envs.PgxEnv of pgx's 'backgammon'"):
         azx.envs.PgxBackgammon(make_pgx("2048"))
+
+
+@pytest.mark.parametrize("name", ["2048", "backgammon"])
+def test_wrappers_pass_the_chance_through(name):
+    """A wrapped game with chance is still one (ScaleRewards, ObserveLegalMoves, nested):
+    its chance methods give the wrapped game's results, bit for bit, while what the
+    wrapper changes (rewards, observations) is read from those states as the wrapper
+    reads it; a wrapped game without chance stays without."""
+    env = azx.envs.make(name)
+    scaled = azx.envs.ScaleRewards(env, 0.5)
+    wrapped = azx.envs.ObserveLegalMoves(scaled)
+    for outer in (scaled, wrapped):
+        assert isinstance(outer, azx.envs.AbstractChanceEnv)
+        assert azx.envs.require_chance(outer) is outer
+        assert outer.num_outcomes == env.num_outcomes
+    assert isinstance(scaled, azx.envs.ScaleRewards) and scaled.env is env and scaled.scale == 0.5
+    assert isinstance(wrapped, azx.envs.ObserveLegalMoves) and wrapped.env is scaled
+
+    @jax.jit
+    def both(key):
+        state = _positions(env, key, 8)
+        action = jnp.argmax(state.legal_action_mask, axis=1)
+        keys = jax.random.split(key, len(action))
+
+        def chance(game, state, action, key):
+            after = game.afterstate(state, action)
+            outcome = game.sample_outcome(after, key)
+            child = game.apply_outcome(after, outcome)
+            return (
+                after,
+                game.has_chance(after),
+                game.chance_probabilities(after),
+                game.chance_outcome_mask(after),
+                outcome,
+                child,
+                game.rewards(child),
+            )
+
+        return [jax.vmap(chance, (None, 0, 0, 0))(g, state, action, keys) for g in (env, wrapped)]
+
+    ours, theirs = both(jax.random.key(6))
+    assert bool(_same(ours[:-1], theirs[:-1]))
+    np.testing.assert_array_equal(0.5 * np.asarray(ours[-1]), np.asarray(theirs[-1]))
+    tic_tac_toe = azx.envs.ScaleRewards(azx.envs.make("tic_tac_toe"), 2.0)
+    assert not isinstance(tic_tac_toe, azx.envs.AbstractChanceEnv)
+    with pytest.raises(ValueError, match="'tic_tac_toe' does not expose chance"):
+        azx.envs.require_chance(tic_tac_toe)

@@ -4,6 +4,7 @@ from typing import Any, TypeAlias
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._types import EnvState, PRNGKey
@@ -77,14 +78,15 @@ class AbstractChanceEnv(AbstractEnv):
         return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
-def check_outcome(outcome: Int[Array, ""], num_outcomes: int) -> Int[Array, ""]:
-    """`outcome`, checked to lie in `[0, num_outcomes)`: a `ValueError` now when it is
-    known, an error at run time when it is traced."""
+def check_outcome(outcome: Int[Array, "*batch"], num_outcomes: int) -> Int[Array, "*batch"]:
+    """`outcome` (one, or a batch), checked to lie in `[0, num_outcomes)`: a `ValueError`
+    now when it is known, an error at run time when it is traced."""
     message = f"a chance outcome must lie in [0, {num_outcomes})"
     if not isinstance(outcome, jax.core.Tracer):
-        value = int(outcome)
-        if not 0 <= value < num_outcomes:
-            raise ValueError(f"{message}, got {value}")
+        values = np.asarray(outcome)
+        bad = values[(values < 0) | (values >= num_outcomes)]
+        if bad.size:
+            raise ValueError(f"{message}, got {int(bad.flat[0])}")
         return outcome
     return eqx.error_if(outcome, (outcome < 0) | (outcome >= num_outcomes), message)
 

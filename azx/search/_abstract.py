@@ -82,8 +82,14 @@ class AbstractSearch(eqx.Module):
         tree: PyTree[Any],
         action: Int[Array, " batch"],
         done: Bool[Array, " batch"],
+        outcome: Int[Array, " batch"] | None = None,
     ) -> PyTree[Any]:
-        """Tree for the next move: keep the subtree under `action`, or reset where `done`."""
+        """Tree for the next move: keep the subtree under `action`, or reset where `done`.
+
+        `outcome`: in a game with chance, the chance outcome that followed `action` in each
+        row ([`azx.envs.AbstractChanceEnv`][]), which a search with chance nodes needs to
+        keep the subtree for what happened; searches without chance nodes ignore it.
+        """
 
     def with_num_simulations(self, num_simulations: int) -> "AbstractSearch":
         """The same search with fewer simulations, working on the same trees (what

@@ -6,7 +6,8 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Int
 
 from .._types import EnvState, PRNGKeys
-from ..envs import AbstractChanceEnv
+from ..envs import AbstractChanceEnv, AbstractEnv, require_chance
+from ..envs._chance import check_outcome
 from ._model import (
     ILLEGAL_LOGIT,
     AbstractModel,
@@ -15,7 +16,7 @@ from ._model import (
     Transition,
     evaluate,
 )
-from ._tree import Tree, tree_for
+from ._tree import ROOT_INDEX, UNVISITED, Tree, compact, subtree_mask, tree_for
 
 
 class ChanceState(eqx.Module):
@@ -55,9 +56,13 @@ class ChanceModel(AbstractModel):
 
     has_chance = True
 
-    env: AbstractChanceEnv
+    env: AbstractEnv
+    """A game that exposes its chance (an [`azx.envs.AbstractChanceEnv`][], checked)."""
     net: PolicyValueNet
     gamma: float = eqx.field(static=True)
+
+    def __check_init__(self):
+        require_chance(self.env)
 
     def _evaluate(self, state: EnvState) -> Evaluation:
         evaluation = evaluate(self.net, self.env, state)
@@ -136,4 +141,26 @@ class ChanceModel(AbstractModel):
 def empty_chance_tree(env: AbstractChanceEnv, batch_size: int, capacity: int) -> Tree:
     """Empty trees for a search with chance nodes in `env`, every state leaf stored."""
     one = ChanceState(env.init(jax.random.key(0)), jnp.int32(0), jnp.bool_(False))
-    return tree_for(one, None, edge_width(env), batch_size, capacity, chance=True)
+    return tree_for(one, None, edge_width(env), batch_size, capacity, env.num_outcomes)
+
+
+def keep_outcome_subtree(
+    tree: Tree,
+    action: Int[Array, " batch"],
+    outcome: Int[Array, " batch"],
+    done: Bool[Array, " batch"],
+) -> Tree:
+    """The tree under the node that `outcome` leads to from the chance node under the
+    root's `action`, compacted: the subtree for the move and the chance that happened.
+    Empty where `done`, or where the search never reached that node.
+
+    **Raises:** `ValueError` for an outcome outside `[0, num_outcomes)` (at run time, an
+    error with the same message, if it is computed inside a jitted function).
+    """
+    outcome = check_outcome(outcome, tree.num_outcomes)
+    batch = jnp.arange(tree.batch_size)
+    chance_node = tree.children[batch, ROOT_INDEX, action]
+    reached = (chance_node != UNVISITED) & ~done & (tree.num_nodes > 0)
+    new_root = tree.children[batch, jnp.maximum(chance_node, 0), outcome]
+    new_root = jnp.where(reached, new_root, UNVISITED)
+    return compact(tree, subtree_mask(tree, new_root))

@@ -1,4 +1,5 @@
-"""The mctx backend: `mctx.muzero_policy` and `mctx.gumbel_muzero_policy` behind AbstractSearch."""
+"""The mctx backend: `mctx.muzero_policy`, `mctx.gumbel_muzero_policy` and, in games that
+expose their chance, `mctx.stochastic_muzero_policy`, behind AbstractSearch."""
 
 import abc
 import functools
@@ -12,8 +13,9 @@ from jaxtyping import Array, Bool, Float, Int
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey, PRNGKeys
 from .._validate import check_float, check_positive_int
-from ..envs import AbstractEnv
+from ..envs import AbstractChanceEnv, AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput, check_part, part_field, static_field
+from ._chance import ChanceModel, ChanceState
 from ._gumbel import GumbelRule, SequentialHalving, completed_q
 from ._model import EnvironmentModel, PolicyValueNet, check_players, evaluate, row_keys
 from ._puct import PUCTRoot, PUCTRule, puct_value_score
@@ -42,6 +44,43 @@ def _recurrent_fn(net: PolicyValueNet, env: AbstractEnv, gamma: float):
         return output, step.state
 
     return recurrent_fn
+
+
+def _stochastic_recurrent_fns(net: PolicyValueNet, env: AbstractChanceEnv, gamma: float):
+    """mctx's decision and chance functions for `env`, both steps of a
+    [`azx.search.ChanceModel`][], with embeddings its `ChanceState`s: a decision node's
+    the state, a chance node's its parent's state and the action taken there."""
+    model = ChanceModel(env=env, net=net, gamma=gamma)
+
+    def at(state: ChanceState, is_chance: bool) -> ChanceState:
+        return eqx.tree_at(lambda s: s.is_chance, state, jnp.full_like(state.is_chance, is_chance))
+
+    def decision_recurrent_fn(params, key, action, state):
+        del params  # the network is closed over, so that mctx never differentiates it
+        # mctx calls both functions at every node and keeps the one that fits: at a chance
+        # node `action` is an outcome offset by `num_actions`, and the result is dropped.
+        action = jnp.minimum(action, env.num_actions - 1)
+        step = model.step(at(state, False), action, row_keys(key, action.shape[0]))
+        output = mctx.DecisionRecurrentFnOutput(
+            chance_logits=step.evaluation.logits[:, : env.num_outcomes],
+            afterstate_value=step.evaluation.value,
+        )
+        return output, step.state
+
+    def chance_recurrent_fn(params, key, outcome, afterstate):
+        del params
+        # As above: at a decision node `outcome` is an action less `num_actions` (negative).
+        outcome = jnp.maximum(outcome, 0)
+        step = model.step(at(afterstate, True), outcome, row_keys(key, outcome.shape[0]))
+        output = mctx.ChanceRecurrentFnOutput(
+            action_logits=step.evaluation.logits[:, : env.num_actions],
+            value=step.evaluation.value,
+            reward=step.reward,
+            discount=step.discount,
+        )
+        return output, step.state
+
+    return decision_recurrent_fn, chance_recurrent_fn
 
 
 def _tree_q_range(tree: mctx.Tree) -> tuple[Float[Array, ""], Float[Array, ""]]:
@@ -105,7 +144,10 @@ class AbstractMctxSearch(AbstractSearch):
 
     They take the same parts as the native searches ([`azx.search.PUCT`][],
     [`azx.search.Gumbel`][]), less the tree's (no capacity, reuse or backend), and hand
-    them to mctx; subclasses give `_policy`, the mctx call for a batch under one key.
+    them to mctx; subclasses give `policy_output`, the mctx call for a batch under one key.
+    `chance_nodes` is the native searches' switch: in a game that exposes its chance
+    ([`azx.envs.AbstractChanceEnv`][]), plan over the outcomes (where mctx can), or with
+    `False` sample one outcome per expansion.
     """
 
     num_simulations: eqx.AbstractVar[int]
@@ -114,6 +156,7 @@ class AbstractMctxSearch(AbstractSearch):
     qtransform: eqx.AbstractVar[AbstractQTransform]
     max_depth: eqx.AbstractVar[int | None]
     gamma: eqx.AbstractVar[float]
+    chance_nodes: eqx.AbstractVar[bool]
 
     def __check_init__(self):
         check_positive_int("num_simulations", self.num_simulations)
@@ -122,14 +165,31 @@ class AbstractMctxSearch(AbstractSearch):
         check_float("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
         check_part("qtransform", self.qtransform, AbstractQTransform)
 
+    def _plans_chance(self, env: AbstractEnv) -> bool:
+        return self.chance_nodes and isinstance(env, AbstractChanceEnv)
+
+    def _check_env(self, env: AbstractEnv) -> None:
+        """Refuse what this search cannot search (a subclass adds its own refusals)."""
+        check_players(env)
+
     @abc.abstractmethod
+    def policy_output(
+        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
+    ) -> mctx.PolicyOutput:
+        """mctx's output for the batch `env_state` under one key: its action, action
+        weights and search tree (whose statistics, such as the root's Q values, a caller
+        may read)."""
+
     def _policy(
         self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
     ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"], Float[Array, " batch"]]:
         """Action, policy target and root value of each row, from one mctx call."""
+        output = self.policy_output(net, env, env_state, key)
+        value = output.search_tree.summary().value
+        return output.action.astype(jnp.int32), output.action_weights, value
 
     def init(self, env: AbstractEnv, batch_size: int) -> MctxTree:
-        check_players(env)
+        self._check_env(env)
         check_positive_int("batch_size", batch_size)
         return MctxTree()
 
@@ -142,7 +202,7 @@ class AbstractMctxSearch(AbstractSearch):
         *,
         key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
-        check_players(env)
+        self._check_env(env)
         batch_size = jax.tree.leaves(env_state)[0].shape[0]
         keys = row_keys(key, batch_size)
         if keys is not key:  # one key for the batch: one mctx call, as mctx is meant to be used
@@ -161,14 +221,27 @@ class AbstractMctxSearch(AbstractSearch):
         )
 
     def advance(
-        self, tree: MctxTree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
+        self,
+        tree: MctxTree,
+        action: Int[Array, " batch"],
+        done: Bool[Array, " batch"],
+        outcome: Int[Array, " batch"] | None = None,
     ) -> MctxTree:
-        del action, done  # mctx keeps no tree between searches
+        del action, done, outcome  # mctx keeps no tree between searches
         return tree
 
 
 class MctxPUCT(AbstractMctxSearch):
-    """AlphaZero/MuZero PUCT search by `mctx.muzero_policy` (no tree reuse).
+    """AlphaZero/MuZero PUCT search by `mctx.muzero_policy` (no tree reuse); in a game that
+    exposes its chance ([`azx.envs.AbstractChanceEnv`][]), Stochastic MuZero's search by
+    `mctx.stochastic_muzero_policy` with the game as its model.
+
+    With chance nodes, mctx's decision function is a decision step of
+    [`azx.search.ChanceModel`][] (the afterstate, its outcomes' log-probabilities as the
+    chance logits, and its value from one sampled outcome) and its chance function the
+    step that applies an outcome, so both backends plan over the same model. mctx calls
+    both functions at every node, so a simulation costs two network calls (one natively).
+    With [`azx.search.QByTree`][] the range is over mctx's decision edges only.
 
     **Arguments:** as [`azx.search.PUCT`][], without `capacity`, `reuse_tree`, `backend` and
     `store_all_state_leaves`.
@@ -180,36 +253,59 @@ class MctxPUCT(AbstractMctxSearch):
     qtransform: AbstractQTransform = part_field(QBySiblings)
     max_depth: int | None = static_field(None)
     gamma: float = static_field(1.0)
+    chance_nodes: bool = static_field(True)
 
-    def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
+    def policy_output(
+        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
+    ) -> mctx.PolicyOutput:
+        self._check_env(env)
         root, evaluation = _root(net, env, env_state)
         qtransform = (
             mctx.qtransform_by_parent_and_siblings
             if isinstance(self.qtransform, QBySiblings)
             else qtransform_by_tree
         )
+        common = dict(
+            params=(),
+            rng_key=key,
+            num_simulations=self.num_simulations,
+            invalid_actions=~evaluation.legal_action_mask,
+            max_depth=self.max_depth,
+            qtransform=qtransform,
+            dirichlet_fraction=self.root_policy.dirichlet_fraction,
+            dirichlet_alpha=self.root_policy.dirichlet_alpha,
+            pb_c_init=self.rule.c_init,
+            pb_c_base=self.rule.c_base,
+            temperature=self.root_policy.temperature,
+        )
         with third_party_numerics():
-            output = mctx.muzero_policy(
-                params=(),
-                rng_key=key,
-                root=root,
-                recurrent_fn=_recurrent_fn(net, env, self.gamma),
-                num_simulations=self.num_simulations,
-                invalid_actions=~evaluation.legal_action_mask,
-                max_depth=self.max_depth,
-                qtransform=qtransform,
-                dirichlet_fraction=self.root_policy.dirichlet_fraction,
-                dirichlet_alpha=self.root_policy.dirichlet_alpha,
-                pb_c_init=self.rule.c_init,
-                pb_c_base=self.rule.c_base,
-                temperature=self.root_policy.temperature,
-            )
-        value = output.search_tree.summary().value
-        return output.action.astype(jnp.int32), output.action_weights, value
+            if self._plans_chance(env):
+                batch_size = evaluation.value.shape[0]
+                decision = ChanceState(
+                    env_state, jnp.zeros(batch_size, jnp.int32), jnp.zeros(batch_size, bool)
+                )
+                decision_fn, chance_fn = _stochastic_recurrent_fns(net, env, self.gamma)
+                output = mctx.stochastic_muzero_policy(
+                    root=root.replace(embedding=decision),
+                    decision_recurrent_fn=decision_fn,
+                    chance_recurrent_fn=chance_fn,
+                    **common,
+                )
+            else:
+                output = mctx.muzero_policy(
+                    root=root, recurrent_fn=_recurrent_fn(net, env, self.gamma), **common
+                )
+        return output
 
 
 class MctxGumbel(AbstractMctxSearch):
     """Gumbel MuZero search by `mctx.gumbel_muzero_policy` (no tree reuse).
+
+    mctx has no Gumbel variant of its stochastic policy (`mctx.stochastic_muzero_policy`
+    is PUCT's), so in a game that exposes its chance this search refuses to run with
+    `chance_nodes=True` (the default) rather than plan otherwise than it says; pass
+    `chance_nodes=False` to sample one outcome per expansion, or use the native
+    [`azx.search.Gumbel`][], which has chance nodes.
 
     **Arguments:** as [`azx.search.Gumbel`][], without `capacity`, `reuse_tree`, `backend`
     and `store_all_state_leaves`; the root policy's `reorder_rounds` and
@@ -222,8 +318,24 @@ class MctxGumbel(AbstractMctxSearch):
     qtransform: AbstractQTransform = part_field(QBySiblings)
     max_depth: int | None = static_field(None)
     gamma: float = static_field(1.0)
+    chance_nodes: bool = static_field(True)
 
-    def _policy(self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey):
+    def _check_env(self, env: AbstractEnv) -> None:
+        check_players(env)
+        if self._plans_chance(env):
+            name = getattr(env, "name", None) or type(env).__name__
+            raise ValueError(
+                f"MctxGumbel cannot plan over the chance of environment {name!r} (an "
+                "AbstractChanceEnv): mctx has no Gumbel variant of its stochastic policy "
+                "(mctx.stochastic_muzero_policy is PUCT only). Use the native Gumbel "
+                "(backend='native'), which has chance nodes, MctxPUCT (algo 'puct'), or "
+                "chance_nodes=False to sample one outcome per expansion"
+            )
+
+    def policy_output(
+        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
+    ) -> mctx.PolicyOutput:
+        self._check_env(env)
         root, evaluation = _root(net, env, env_state)
         rule = self.rule
         if isinstance(self.qtransform, QBySiblings):
@@ -254,5 +366,4 @@ class MctxGumbel(AbstractMctxSearch):
                 max_num_considered_actions=self.root_policy.max_num_considered_actions,
                 gumbel_scale=self.root_policy.gumbel_scale,
             )
-        value = output.search_tree.summary().value
-        return output.action.astype(jnp.int32), output.action_weights, value
+        return output

@@ -12,7 +12,7 @@ from .._validate import check_float, check_positive_int
 from ..envs import AbstractChanceEnv, AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput, check_part, part_field, static_field
 from ._backend import AbstractBackend, PlatformBackend
-from ._chance import ChanceModel, empty_chance_tree
+from ._chance import ChanceModel, empty_chance_tree, keep_outcome_subtree
 from ._gumbel import GumbelRule, SequentialHalving
 from ._model import AbstractModel, EnvironmentModel, PolicyValueNet, check_players, row_keys
 from ._puct import PUCTRoot, PUCTRule
@@ -56,8 +56,8 @@ class AbstractNativeSearch(AbstractSearch):
       ([`azx.envs.AbstractChanceEnv`][]), plan over the outcomes with chance nodes
       ([`azx.search.ChanceModel`][]); `False` samples one outcome per expansion and keeps
       it as the move's consequence ([`azx.search.EnvironmentModel`][]). Chance nodes keep
-      every state leaf and do not reuse trees (the subtree to keep depends on the outcome
-      that happened, which `advance` is not told).
+      every state leaf; with `reuse_tree`, `advance` needs the outcome that happened
+      after the move, since the subtree to keep lies under it.
     """
 
     num_simulations: eqx.AbstractVar[int]
@@ -97,21 +97,36 @@ class AbstractNativeSearch(AbstractSearch):
         check_players(env)
         check_positive_int("batch_size", batch_size)
         if self._plans_chance(env):
-            if self.reuse_tree:
-                raise ValueError(
-                    "reuse_tree=True is not available with chance nodes (the subtree to keep "
-                    "depends on the chance outcome, which advance is not given); pass "
-                    "reuse_tree=False, or chance_nodes=False to sample outcomes instead"
-                )
             return empty_chance_tree(env, batch_size, self.capacity)
         return empty_tree(env, batch_size, self.capacity, self.store_all_state_leaves)
 
     def advance(
-        self, tree: Tree, action: Int[Array, " batch"], done: Bool[Array, " batch"]
+        self,
+        tree: Tree,
+        action: Int[Array, " batch"],
+        done: Bool[Array, " batch"],
+        outcome: Int[Array, " batch"] | None = None,
     ) -> Tree:
+        """Tree for the next move: with `reuse_tree`, the subtree under `action`, or, in a
+        tree with chance nodes, under the chance node's child for `outcome`; empty where
+        `done` or where the search never reached that node.
+
+        **Raises:** `ValueError` when a tree with chance nodes is to be reused without
+        `outcome`, or for an outcome outside `[0, num_outcomes)`.
+        """
         if not self.reuse_tree:
             return tree  # every search starts afresh anyway
-        return keep_subtree(tree, action, done)
+        if tree.chance is None:
+            return keep_subtree(tree, action, done)
+        if outcome is None:
+            raise ValueError(
+                "advance needs the chance outcome that followed each action (outcome=...) "
+                "to reuse a tree with chance nodes: step the game as "
+                "env.apply_outcome(after, outcome), with after = env.afterstate(state, "
+                "action) and outcome = env.sample_outcome(after, key); or pass "
+                "reuse_tree=False, or chance_nodes=False to sample outcomes in the search"
+            )
+        return keep_outcome_subtree(tree, action, outcome, done)
 
     def __call__(
         self,
@@ -156,8 +171,9 @@ class PUCT(AbstractNativeSearch):
     """AlphaZero search: PUCT selection ([`azx.search.PUCTRule`][]), Dirichlet noise at the
     root, the action sampled from the root's visit counts and the policy target their
     distribution ([`azx.search.PUCTRoot`][]); the root value is the root's mean backed-up
-    value. With `reuse_tree`, `advance` keeps the subtree under the played action, and the
-    next search starts from its statistics.
+    value. With `reuse_tree`, `advance` keeps the subtree under the played action (and, with
+    chance nodes, the outcome that followed it), and the next search starts from its
+    statistics.
 
     **Arguments:** those of [`azx.search.AbstractNativeSearch`][].
     """

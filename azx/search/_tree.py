@@ -125,6 +125,9 @@ class Tree(eqx.Module):
     chance: Bool[Array, "batch capacity"] | None = None
     """Which nodes are chance nodes, in a tree for a model with chance
     ([`azx.search.ChanceModel`][]); None otherwise."""
+    num_outcomes: int | None = eqx.field(static=True, default=None)
+    """Chance outcomes per chance node (the first edges of its rows), in a tree with
+    chance nodes; None otherwise."""
 
     @property
     def state(self) -> EnvState:
@@ -241,10 +244,11 @@ def tree_for(
     width: int,
     batch_size: int,
     capacity: int,
-    chance: bool = False,
+    num_outcomes: int | None = None,
 ) -> Tree:
     """An empty batch of trees whose nodes hold states like `one_state` (the leaves
-    `stored` says, all with None) and `width` edges each; `chance`: with chance nodes."""
+    `stored` says, all with None) and `width` edges each; with `num_outcomes`, with chance
+    nodes of that many outcomes."""
     shape = (batch_size, capacity)
     actions = (batch_size, capacity, width)
     layout = state_layout(one_state, stored)
@@ -260,7 +264,8 @@ def tree_for(
         state_words=state_words,
         num_nodes=jnp.zeros(batch_size, jnp.int32),
         state_layout=layout,
-        chance=jnp.zeros(shape, bool) if chance else None,
+        chance=None if num_outcomes is None else jnp.zeros(shape, bool),
+        num_outcomes=num_outcomes,
     )
 
 
@@ -330,6 +335,7 @@ def compact(tree: Tree, keep: Bool[Array, "batch capacity"]) -> Tree:
         num_nodes=num_kept,
         state_layout=tree.state_layout,
         chance=None if tree.chance is None else take(tree.chance),
+        num_outcomes=tree.num_outcomes,
     )
 
 
