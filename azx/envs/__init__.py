@@ -2,6 +2,7 @@
 
 from ._abstract import AbstractEnv as AbstractEnv
 from ._chance import AbstractChanceEnv as AbstractChanceEnv, require_chance as require_chance
+from ._check import check_env as check_env
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._memory import CueMemory as CueMemory
 from ._pgx import PgxEnv as PgxEnv
