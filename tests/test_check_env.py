@@ -181,3 +181,77 @@ def test_warns_when_no_game_ends():
 def test_rejects_bad_options(options, message):
     with pytest.raises(ValueError, match=message):
         azx.envs.check_env(SubtractionGame(), **options)
+
+
+# Registration: a user's own environment and preset, known by name.
+
+
+@pytest.fixture
+def registries(monkeypatch):
+    """Fresh registries, so that a test's registrations end with it."""
+    import azx.envs._registry
+
+    monkeypatch.setattr(azx.envs._registry, "_REGISTERED", {})
+    monkeypatch.setattr(azx.presets, "_PRESETS", dict(azx.presets._PRESETS))
+
+
+def test_a_registered_environment_is_made_by_name(registries):
+    azx.envs.register("subtraction", SubtractionGame)
+    env = azx.envs.make("subtraction", start_pile=5)
+    assert isinstance(env, SubtractionGame) and env.start_pile == 5
+    assert "subtraction" in azx.envs.available()
+    assert azx.envs.make("subtraction", observe_legal_moves=True).num_actions == 3
+    with pytest.raises(ValueError, match=r"environment 'subtraction' does not take \['heaps'\]"):
+        azx.envs.make("subtraction", heaps=3)
+
+
+@pytest.mark.parametrize(
+    ("name", "make_env", "message"),
+    [
+        ("my:game", SubtractionGame, "name must be a non-empty string without ':'"),
+        ("", SubtractionGame, "name must be a non-empty string"),
+        ("tic_tac_toe", SubtractionGame, "name 'tic_tac_toe' is a pgx game's"),
+    ],
+)
+def test_register_rejects_bad_names_and_functions(registries, name, make_env, message):
+    with pytest.raises(ValueError, match=message):
+        azx.envs.register(name, make_env)
+
+
+def test_make_rejects_what_a_registered_function_returns_if_not_an_environment(registries):
+    azx.envs.register("nothing", lambda: None)
+    with pytest.raises(ValueError, match="registered as 'nothing' must return an azx.envs"):
+        azx.envs.make("nothing")
+
+
+def test_a_registered_preset_is_found_and_builds(registries):
+    azx.envs.register("subtraction", SubtractionGame)
+    preset = azx.presets.Preset(
+        name="subtraction_game",
+        env="subtraction",
+        network="mlp",
+        network_options={"width": 16, "depth": 1},
+        recipe=azx.presets.AlphaZeroRecipe(search="puct", search_options={"num_simulations": 4}),
+        config=azx.alphazero.Config(
+            num_envs=4, collect_steps=2, train_steps=1, batch_size=8, buffer_capacity=64
+        ),
+        iterations=10,
+        env_options={"start_pile": 7},
+    )
+    azx.presets.register(preset)
+    assert azx.presets.get("subtraction_game") is preset
+    assert azx.presets.names()[-1] == "subtraction_game"
+    trainer, _ = azx.presets.from_dict(preset.to_dict()).build(seed=0)
+    assert isinstance(trainer.env, SubtractionGame) and trainer.env.start_pile == 7
+
+
+@pytest.mark.parametrize(
+    ("preset", "message"),
+    [
+        (azx.presets.get("othello"), "preset name 'othello' is taken by azx's own presets"),
+        (azx.presets.get("othello").replace(name="pgx:go"), "preset name 'pgx:go' is taken"),
+    ],
+)
+def test_register_rejects_what_is_not_a_new_preset(registries, preset, message):
+    with pytest.raises(ValueError, match=message):
+        azx.presets.register(preset)
