@@ -39,6 +39,9 @@ class Broken(azx.envs.AbstractEnv):
         state = self.game.init(key)
         if self.flaw == "starts over":
             state = eqx.tree_at(lambda s: s.terminated, state, jnp.bool_(True))
+        if self.flaw == "init keeps python state":
+            _CALLS.append(None)
+            state = eqx.tree_at(lambda s: s.pile, state, state.pile - len(_CALLS) % 2)
         if self.flaw == "starts with a reward":
             state = eqx.tree_at(lambda s: s.rewards, state, jnp.array([1.0, -1.0]))
         return state
@@ -147,6 +150,7 @@ _BROKEN_PROMISES = [
     ("pile becomes float", r"state\.pile is int32\[\] after init and float32\[\] after step"),
     ("extra leaf", r"step must return a state of the same structure"),
     ("python branch", r"step\(state, action, key\) fails when traced"),
+    ("init keeps python state", r"init is not pure: two calls differ"),
     ("python state", r"step is not pure: two calls with the same state, action and key"),
     ("mixes a batch", r"step is not pure: row \d of a jax.vmap batch differs"),
     ("starts over", r"init must return a new episode, neither terminated nor truncated"),
