@@ -501,8 +501,31 @@ _PRESETS: dict[str, Preset] = {
 }
 
 
+_BUILT_IN = frozenset(_PRESETS)
+
+
+def register(preset: Preset) -> None:
+    """Add `preset` under its name, for [`azx.presets.get`][], [`azx.run.train`][] and
+    `azx train --preset NAME` (from a script that registers it and then calls
+    `azx.cli.main()`). Registration lasts for the Python process; the environment that
+    `preset.env` names must be known to [`azx.envs.make`][] (a user's own one through
+    [`azx.envs.register`][]). Registering a name again replaces it.
+
+    **Raises:** `ValueError` if `preset` is not an [`azx.presets.Preset`][], or its name
+    is a built-in preset's or starts with `pgx:`.
+    """
+    if not isinstance(preset, Preset):
+        raise ValueError(f"preset must be an azx.presets.Preset, got {type(preset).__name__}")
+    if preset.name in _BUILT_IN or preset.name.startswith("pgx:"):
+        raise ValueError(
+            f"preset name {preset.name!r} is taken by azx's own presets "
+            f"({', '.join(sorted(_BUILT_IN))}, pgx:GAME); choose another"
+        )
+    _PRESETS[preset.name] = preset
+
+
 def names() -> tuple[str, ...]:
-    """Names of the presets."""
+    """Names of the presets (azx's own, then those registered)."""
     return tuple(_PRESETS)
 
 

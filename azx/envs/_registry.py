@@ -1,3 +1,6 @@
+import inspect
+from collections.abc import Callable
+
 from ._abstract import AbstractEnv
 from ._gymnax import GymnaxEnv, gymnax_names
 from ._pgx import make_pgx, pgx_names
@@ -6,17 +9,70 @@ from ._wrappers import ObserveLegalMoves, ScaleRewards
 from ._xminigrid import XMinigridEnv, xminigrid_names
 
 
+# Environments registered by user code (`register`): name -> the function that makes one.
+_REGISTERED: dict[str, Callable[..., AbstractEnv]] = {}
+
+
+def register(name: str, make_env: Callable[..., AbstractEnv]) -> None:
+    """Make your own environment known to [`azx.envs.make`][] as `name`, so that a
+    [`azx.presets.Preset`][] (whose `env` is a name) can train it, `azx.load_run` can
+    rebuild it from a run directory, and `azx train` can run it.
+
+        azx.envs.register("nim", Nim)  # azx.envs.make("nim", heaps=(1, 3, 5)) is Nim(heaps=...)
+
+    Registration lasts for the Python process: the process that loads a run of your
+    environment registers it too (import the module that does it).
+
+    **Arguments:**
+
+    - `name`: the environment's name; not one of the pgx games, and without a `:` (the
+      prefix of gymnax and xminigrid names). Registering a name again replaces it.
+    - `make_env`: a callable (a class, a function) that `make(name, **options)` calls with
+      `options`, returning an [`azx.envs.AbstractEnv`][].
+
+    **Raises:** `ValueError` for a name that is empty, holds a `:` or is a pgx game's, or
+    a `make_env` that is not callable.
+    """
+    if not isinstance(name, str) or not name or ":" in name:
+        raise ValueError(f"name must be a non-empty string without ':', got {name!r}")
+    if name in pgx_names():
+        raise ValueError(f"name {name!r} is a pgx game's; choose another")
+    if not callable(make_env):
+        raise ValueError(f"make_env must be callable (a class or a function), got {make_env!r}")
+    _REGISTERED[name] = make_env
+
+
+def _make_registered(name: str, max_episode_steps: int | None, options: dict) -> AbstractEnv:
+    make_env = _REGISTERED[name]
+    if max_episode_steps is not None:
+        options = dict(options, max_episode_steps=max_episode_steps)
+    try:
+        inspect.signature(make_env).bind(**options)
+    except TypeError as error:
+        raise ValueError(f"environment {name!r} does not take {sorted(options)}: {error}") from None
+    except ValueError:  # a callable without a signature: let the call decide
+        pass
+    env = make_env(**options)
+    if not isinstance(env, AbstractEnv):
+        raise ValueError(
+            f"the function registered as {name!r} must return an azx.envs.AbstractEnv, "
+            f"got {type(env).__name__}"
+        )
+    return env
+
+
 def available() -> tuple[str, ...]:
     """Names accepted by [`azx.envs.make`][]: every pgx game (unprefixed), then every
     gymnax environment with discrete actions (`"gymnax:..."`) and every xminigrid
-    environment (`"xminigrid:..."`), where those libraries are installed."""
+    environment (`"xminigrid:..."`), where those libraries are installed, then those
+    registered with [`azx.envs.register`][]."""
     names = pgx_names()
     for library, library_names in (("gymnax", gymnax_names), ("xminigrid", xminigrid_names)):
         try:
             names += tuple(f"{library}:{name}" for name in library_names())
         except ImportError:  # not installed: nothing to offer
             pass
-    return names
+    return names + tuple(_REGISTERED)
 
 
 def make(
@@ -36,7 +92,7 @@ def make(
       environment, e.g. `"gymnax:CartPole-v1"`, `"gymnax:Breakout-MinAtar"`; or an
       xminigrid environment, e.g. `"xminigrid:MiniGrid-Empty-6x6"`,
       `"xminigrid:XLand-MiniGrid-R1-9x9"` (XLand needs a ruleset: see
-      [`azx.envs.XMinigridEnv`][]).
+      [`azx.envs.XMinigridEnv`][]); or a name given to [`azx.envs.register`][].
     - `max_episode_steps`: truncate episodes after this many steps (default: pgx games
       are never truncated; gymnax and xminigrid keep their environment's own time limit).
     - `observe_legal_moves`: wrap the environment in [`azx.envs.ObserveLegalMoves`][], so
@@ -64,6 +120,8 @@ def make(
     if observe_legal_moves:
         env = make(name, max_episode_steps=max_episode_steps, **kwargs)
         return ObserveLegalMoves(env)
+    if name in _REGISTERED:
+        return _make_registered(name, max_episode_steps, kwargs)
     library, _, library_name = name.rpartition(":")
     if library == "gymnax" and library_name in gymnax_names(discrete=False):
         return GymnaxEnv(library_name, max_episode_steps=max_episode_steps, **kwargs)
