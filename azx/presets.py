@@ -359,20 +359,21 @@ _PRESETS: dict[str, Preset] = {
                 eval_games=32,
             ),
             config=Config(
-                num_envs=64,
-                collect_steps=16,
-                train_steps=16,
+                # Games last hundreds of moves and a position's value target is known when
+                # its game ends: few games, many moves each, so that games end every few
+                # iterations, and rows of 4096 positions, longer than any game here.
+                num_envs=32,
+                collect_steps=64,
+                train_steps=32,
                 batch_size=256,
-                buffer_capacity=65536,
+                buffer_capacity=131072,
                 learning_rate=1e-3,
-                # Episodes last hundreds of moves: half of each value target is the
-                # search's own root value, so that positions get a useful target long
-                # before their episode ends.
+                # Half of each value target is the search's own root value.
                 root_value_weight=0.5,
             ),
-            iterations=300,
+            iterations=150,
             description="2048, MLP, Gumbel 16 simulations with chance nodes",
-            eval_every=100,
+            eval_every=50,
         ),
         Preset(
             name="backgammon",
