@@ -394,3 +394,23 @@ def test_mctx_plans_over_pgx_chance(name):
     np.testing.assert_allclose(target.sum(axis=1), 1.0, rtol=1e-6)
     assert np.all(target[~legal] == 0)
     assert np.all(legal[np.arange(2), np.asarray(output.action)])
+
+
+def test_alphazero_reuses_trees_along_the_outcome_that_happened():
+    # Self-play on 2048 with tree reuse and chance nodes: the game steps through its
+    # afterstate and a drawn outcome, and each next search starts from the subtree of the
+    # move and the tile that happened (visits carried over where the search reached it).
+    env = azx.envs.make("2048")
+    search = azx.search.PUCT(8, reuse_tree=True)
+    config = azx.alphazero.Config(
+        num_envs=4, collect_steps=3, train_steps=1, batch_size=4, buffer_capacity=64
+    )
+    trainer = azx.alphazero.AlphaZero(env, search, config)
+    net = azx.nets.MLP(env.observation_shape, env.num_actions, width=16, key=jax.random.key(0))
+    state = trainer.init(net, key=jax.random.key(1))
+    state = eqx.filter_jit(trainer.step)(state, jax.random.key(2))
+    assert state.tree.chance is not None
+    root_visits = np.asarray(state.tree.stats.visits)[:, 0]
+    # Eight simulations spread over four moves and their tiles (a root counts its own
+    # evaluation too): some rows keep a subtree, each smaller than a whole search's.
+    assert np.any(root_visits > 0) and np.all(root_visits < 9)

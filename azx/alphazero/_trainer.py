@@ -301,7 +301,19 @@ class AlphaZero(AbstractTrainer[TrainState]):
             action = jnp.where(random_move, random_action, action)
 
         mover = jax.vmap(env.current_player)(state.env_state)
-        next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
+        outcome = None
+        if (
+            getattr(self.search, "reuse_tree", False)
+            and getattr(out.tree, "chance", None) is not None
+        ):
+            # The search keeps the subtree of the chance outcome that happens: the game
+            # steps through its afterstate and an outcome drawn from its distribution
+            # (distributed as `env.step`).
+            after = jax.vmap(env.afterstate)(state.env_state, action)
+            outcome = jax.vmap(env.sample_outcome)(after, step_keys)
+            next_state = jax.vmap(env.apply_outcome)(after, outcome)
+        else:
+            next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
         rewards = jax.vmap(env.rewards)(next_state)
         reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
         same_mover = jax.vmap(env.current_player)(next_state) == mover
@@ -334,7 +346,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             state,
             (
                 env_state,
-                self.search.advance(out.tree, action, done),
+                self.search.advance(out.tree, action, done, outcome),
                 buffer,
                 jnp.where(done, 0.0, episode_return),
                 jnp.where(done, 0, episode_length),
