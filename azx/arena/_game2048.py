@@ -44,8 +44,8 @@ def _check_2048(agent: str, env: AbstractEnv) -> None:
 def _line_value(line: Int[Array, "4"]) -> Float[Array, ""]:
     """Heuristic value of one row or column of exponents (0 empty, k the tile 2^k)."""
     rank = line.astype(jnp.float32)
-    empty = jnp.sum(line == 0)
-    merges = jnp.sum((line[:-1] == line[1:]) & (line[:-1] != 0))
+    empty = jnp.sum(line == 0).astype(jnp.float32)
+    merges = jnp.sum((line[:-1] == line[1:]) & (line[:-1] != 0)).astype(jnp.float32)
     powered = rank**_MONOTONICITY_POWER
     steps = powered[1:] - powered[:-1]
     # A monotone line only rises or only falls; the smaller of the two sums is the cost.
@@ -75,7 +75,7 @@ def _new_tile_boards(board: Int[Array, "16"]) -> tuple[Int[Array, "32 16"], Floa
     [`azx.envs.Pgx2048`][] numbers its outcomes), and their probabilities (0 on full
     cells)."""
     empty = board == 0
-    cell = empty.astype(jnp.float32) / jnp.maximum(jnp.sum(empty), 1)
+    cell = empty.astype(jnp.float32) / jnp.maximum(jnp.sum(empty), 1).astype(jnp.float32)
     probabilities = jnp.concatenate([0.9 * cell, 0.1 * cell])
     outcomes = jnp.arange(32)
     boards = jax.vmap(lambda outcome: board.at[outcome % 16].set(outcome // 16 + 1))(outcomes)

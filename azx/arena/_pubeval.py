@@ -11,6 +11,9 @@ JAX would have to hold for every game at every call; the host walks only the mov
 exist, and drops repeated final positions with a set.
 """
 
+from collections.abc import Sequence
+from typing import TypeAlias
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -79,8 +82,13 @@ _BAR, _OPPONENT_BAR, _OFF = 24, 25, 26
 _NO_MOVE = -1
 _MAX_MICRO_ACTIONS = 4
 
+#: One pgx backgammon board: an array of 28 ints, or a list of them.
+Board: TypeAlias = Int[ArrayLike, "28"] | Sequence[int]
 
-def pubeval_inputs(boards: Int[ArrayLike, "*batch 28"]) -> Float[np.ndarray, "*batch 122"]:
+
+def pubeval_inputs(
+    boards: Int[ArrayLike, "*batch 28"] | Sequence[Sequence[int]],
+) -> Float[np.ndarray, "*batch 122"]:
     """pubeval's 122 inputs for pgx backgammon boards (seen by the player to move).
 
     pgx's point `p` is the player's point `24 - p` in Tesauro's numbering, so his
@@ -99,7 +107,9 @@ def pubeval_inputs(boards: Int[ArrayLike, "*batch 28"]) -> Float[np.ndarray, "*b
     return np.concatenate([flat, extra], axis=-1)
 
 
-def pubeval_score(boards: Int[ArrayLike, "*batch 28"], race: bool) -> Float[np.ndarray, "*batch"]:
+def pubeval_score(
+    boards: Int[ArrayLike, "*batch 28"] | Sequence[Sequence[int]], race: bool
+) -> Float[np.ndarray, "*batch"]:
     """Tesauro's pubeval of pgx backgammon boards, for the player to move: larger is
     better for that player. `race` picks the race weights (no contact) over the contact
     weights; a board with all the player's checkers off scores `ALL_OFF_SCORE`."""
@@ -109,7 +119,7 @@ def pubeval_score(boards: Int[ArrayLike, "*batch 28"], race: bool) -> Float[np.n
     return np.where(boards[..., _OFF] == 15, ALL_OFF_SCORE, score)
 
 
-def is_race(board: Int[ArrayLike, "28"]) -> bool:
+def is_race(board: Board) -> bool:
     """Whether no checker can hit or block another any more: nobody on the bar, and every
     checker of the player to move past every checker of the opponent."""
     board = np.asarray(board)
@@ -117,7 +127,7 @@ def is_race(board: Int[ArrayLike, "28"]) -> bool:
         return False
     own = np.flatnonzero(board[:24] > 0)
     opponent = np.flatnonzero(board[:24] < 0)
-    return own.size == 0 or opponent.size == 0 or opponent.max() < own.min()
+    return bool(own.size == 0 or opponent.size == 0 or opponent.max() < own.min())
 
 
 def _single_moves(board: list[int], pips: int) -> list[int]:
@@ -157,7 +167,7 @@ def _apply(board: list[int], action: int) -> list[int]:
     return board
 
 
-def full_moves(board: Int[ArrayLike, "28"], dice: list[int]) -> dict[tuple[int, ...], list[int]]:
+def full_moves(board: Board, dice: list[int]) -> dict[tuple[int, ...], list[int]]:
     """Every position the player to move can reach with the dice `dice` (pips, 1 to 6;
     four equal ones for a double, or what is left of them mid-turn), each with one
     sequence of pgx micro-actions that reaches it.
@@ -200,7 +210,7 @@ def full_moves(board: Int[ArrayLike, "28"], dice: list[int]) -> dict[tuple[int, 
     return finals
 
 
-def best_move(board: Int[ArrayLike, "28"], dice: list[int], race: bool) -> list[int]:
+def best_move(board: Board, dice: list[int], race: bool) -> list[int]:
     """The micro-actions of the full move whose final position pubeval rates best (the
     first such move in enumeration order where several tie)."""
     finals = full_moves(board, dice)
