@@ -163,17 +163,36 @@ def pgx_final_boards(state):
     return finals
 
 
+def state_with(board, dice):
+    """A pgx state of the player to move, with `board` and the dice `dice` to play."""
+    die = np.array([d - 1 for d in dice] + [-1] * (4 - len(dice)), np.int32)
+    return BACKGAMMON.init(jax.random.key(0)).replace(
+        _board=jnp.asarray(board, jnp.int32),
+        _dice=jnp.asarray(die[:2]),
+        _playable_dice=jnp.asarray(die),
+        legal_action_mask=jnp.asarray(legal_mask_for(board, dice)),
+    )
+
+
 def test_full_moves_are_pgx_moves():
-    _, states = random_boards(6, seed=3)
-    start = BACKGAMMON.init(jax.random.key(0))
-    for dice in ([1, 1, 1, 1], [5, 2]):
-        die = np.array([d - 1 for d in dice] + [-1] * (4 - len(dice)), np.int32)
-        rolled = start.replace(
-            _dice=jnp.asarray(die[:2]),
-            _playable_dice=jnp.asarray(die),
-            legal_action_mask=jnp.asarray(legal_mask_for(START, dice)),
-        )
-        states.append(rolled)
+    _, states = random_boards(12, seed=3)
+    # Bearing off: exact and larger dice, a checker left behind, a win within the roll.
+    bear_off = [0] * 28
+    bear_off[18], bear_off[20], bear_off[21], bear_off[23], bear_off[26] = 3, 2, 4, 1, 5
+    bear_off[2], bear_off[19], bear_off[27] = -12, -1, -2
+    behind = list(bear_off)
+    behind[18], behind[15] = 2, 1
+    last = [0] * 28
+    last[22], last[23], last[26], last[4], last[27] = 1, 1, 13, -15, 0
+    for board, dice in [
+        (START, [1, 1, 1, 1]),
+        (START, [5, 2]),
+        (bear_off, [6, 6, 6, 6]),
+        (bear_off, [5, 3]),
+        (behind, [4, 4, 4, 4]),
+        (last, [2, 1]),
+    ]:
+        states.append(state_with(board, dice))
     for state in states:
         board = np.asarray(state._board)
         dice = [int(die) + 1 for die in np.asarray(state._playable_dice) if die >= 0]
