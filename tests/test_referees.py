@@ -452,3 +452,12 @@ def test_opponent_specs():
         opponent("pubeval:2", BACKGAMMON)
     with pytest.raises(ValueError, match="depth must be 1 or 2"):
         Expectimax2048Agent(3)
+
+
+def test_agents_refuse_other_games():
+    with pytest.raises(ValueError, match="PubevalAgent plays pgx's backgammon"):
+        PubevalAgent().init(GAME_2048, 2)
+    with pytest.raises(ValueError, match="Expectimax2048Agent plays pgx's 2048"):
+        Expectimax2048Agent().init(BACKGAMMON, 2)
+    with pytest.raises(ValueError, match="evaluate_2048 plays pgx's 2048"):
+        evaluate_2048(BACKGAMMON, RandomAgent(), num_games=2, key=jax.random.key(0))

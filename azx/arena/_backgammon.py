@@ -8,16 +8,8 @@ from jaxtyping import Array, Bool, Int
 
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
-from ._agent import AbstractAgent
+from ._agent import AbstractAgent, require_game
 from ._match import mean_interval, play_games
-
-
-def _check_backgammon_env(env: AbstractEnv) -> None:
-    if getattr(env, "name", None) != "backgammon":
-        raise ValueError(
-            "backgammon_match scores pgx's backgammon (azx.envs.make('backgammon')), not "
-            f"{getattr(env, 'name', None) or env!r}"
-        )
 
 
 def rule_points(board: Int[Array, "28"]) -> Int[Array, ""]:
@@ -116,7 +108,7 @@ def backgammon_match(
     **Returns:** a [`azx.arena.BackgammonResult`][] for agent_a: points per game with
     its interval, and the count of each result.
     """
-    _check_backgammon_env(env)
+    require_game("backgammon_match", env, "backgammon")
     result, state, a_player = play_games(
         env, agent_a, agent_b, num_games=num_games, key=key, max_moves=max_moves
     )

@@ -10,7 +10,7 @@ from .._types import EnvState, PRNGKey
 from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ..envs._pgx_chance import _slides
-from ._agent import AbstractAgent, _Stateless, _stateless, legal_mask
+from ._agent import AbstractAgent, _Stateless, _stateless, legal_mask, require_game
 from ._match import mean_interval
 from ._returns import play_episodes
 
@@ -31,14 +31,6 @@ _MONOTONICITY_POWER = 4.0
 _SUM_WEIGHT = 11.0
 _SUM_POWER = 3.5
 _LINE_BASE = 200_000.0
-
-
-def _check_2048(agent: str, env: AbstractEnv) -> None:
-    if getattr(env, "name", None) != "2048":
-        raise ValueError(
-            f"{agent} plays pgx's 2048 (azx.envs.make('2048')), not "
-            f"{getattr(env, 'name', None) or env!r}"
-        )
 
 
 def _line_value(line: Int[Array, "4"]) -> Float[Array, ""]:
@@ -139,14 +131,14 @@ class Expectimax2048Agent(AbstractAgent):
         self.depth = depth
 
     def init(self, env: AbstractEnv, batch_size: int) -> _Stateless:
-        _check_2048("Expectimax2048Agent", env)
+        require_game("Expectimax2048Agent", env, "2048")
         return _stateless(batch_size)
 
     def __call__(
         self, env: AbstractEnv, agent_state: _Stateless, env_state: EnvState, *, key: PRNGKey
     ) -> tuple[Int[Array, " batch"], _Stateless]:
         del key  # deterministic
-        _check_2048("Expectimax2048Agent", env)
+        require_game("Expectimax2048Agent", env, "2048")
         values = jax.vmap(lambda board: expectimax_values(board, self.depth))(env_state._board)
         values = jnp.where(legal_mask(env, env_state), values, -jnp.inf)
         return jnp.argmax(values, axis=-1).astype(jnp.int32), agent_state
@@ -233,7 +225,7 @@ def evaluate_2048(
     **Returns:** a [`azx.arena.Result2048`][]: mean score with its interval, and the
     share of games reaching each tile.
     """
-    _check_2048("evaluate_2048", env)
+    require_game("evaluate_2048", env, "2048")
     check_positive_int("max_moves", max_moves)
     score, finished, state = play_episodes(
         env, agent, num_games=num_games, key=key, max_moves=max_moves

@@ -22,7 +22,7 @@ from jaxtyping import Array, ArrayLike, Bool, Float, Int
 
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
-from ._agent import AbstractAgent
+from ._agent import AbstractAgent, require_game
 
 
 # Tesauro's published weights (rec.games.backgammon, 1993; the files WT.race and WT.cntc
@@ -255,14 +255,6 @@ def _host_plans(
     return actions, plans
 
 
-def _check_backgammon(agent: str, env: AbstractEnv) -> None:
-    if getattr(env, "name", None) != "backgammon":
-        raise ValueError(
-            f"{agent} plays pgx's backgammon (azx.envs.make('backgammon')), not "
-            f"{getattr(env, 'name', None) or env!r}"
-        )
-
-
 class _Plan(eqx.Module):
     """Agent state of [`azx.arena.PubevalAgent`][]: each game's micro-actions for the
     turn, indexed by how many dice the turn has played (`_NO_MOVE` past its end)."""
@@ -287,14 +279,14 @@ class PubevalAgent(AbstractAgent):
     """
 
     def init(self, env: AbstractEnv, batch_size: int) -> _Plan:
-        _check_backgammon("PubevalAgent", env)
+        require_game("PubevalAgent", env, "backgammon")
         return _Plan(actions=jnp.full((batch_size, _MAX_MICRO_ACTIONS), _NO_MOVE, jnp.int32))
 
     def __call__(
         self, env: AbstractEnv, agent_state: _Plan, env_state: EnvState, *, key: PRNGKey
     ) -> tuple[Int[Array, " batch"], _Plan]:
         del key  # deterministic
-        _check_backgammon("PubevalAgent", env)
+        require_game("PubevalAgent", env, "backgammon")
         live = ~jax.vmap(env.terminated)(env_state) & ~jax.vmap(env.truncated)(env_state)
         batch = live.shape[0]
         action, plans = jax.pure_callback(
