@@ -5,9 +5,10 @@ import math
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Int
+import numpy as np
+from jaxtyping import Array, ArrayLike, Bool, Int, Shaped
 
-from .._types import PRNGKey
+from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent
 
@@ -112,6 +113,20 @@ def _normal_quantile(p: float) -> float:
     return (low + high) / 2
 
 
+def mean_interval(values: Shaped[ArrayLike, " n"], confidence: float = 0.95) -> tuple[float, float]:
+    """Normal-approximation interval for the expected value of i.i.d. `values`: their
+    mean plus or minus z standard errors (sample standard deviation / sqrt(n))."""
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    values = np.asarray(values, np.float64)
+    if values.size < 2:
+        raise ValueError(f"an interval needs at least 2 values, got {values.size}")
+    z = _normal_quantile(0.5 + confidence / 2)
+    mean = float(np.mean(values))
+    error = float(np.std(values, ddof=1)) / math.sqrt(values.size)
+    return mean - z * error, mean + z * error
+
+
 def _rows_where(mask, new, old):
     return jax.tree.map(
         lambda n, o: jnp.where(jnp.reshape(mask, mask.shape + (1,) * (n.ndim - 1)), n, o),
@@ -153,6 +168,23 @@ def play_match(
 
     **Returns:** a [`azx.arena.MatchResult`][] for agent_a.
     """
+    result, _, _ = play_games(
+        env, agent_a, agent_b, num_games=num_games, key=key, max_moves=max_moves
+    )
+    return result
+
+
+def play_games(
+    env: AbstractEnv,
+    agent_a: AbstractAgent,
+    agent_b: AbstractAgent,
+    *,
+    num_games: int,
+    key: PRNGKey,
+    max_moves: int | None = None,
+) -> tuple[MatchResult, EnvState, Int[Array, " num_games"]]:
+    """[`azx.arena.play_match`][], also returning each game's final state and agent_a's
+    player id in it, for scores that read the final position (backgammon's points)."""
     if isinstance(num_games, bool) or not isinstance(num_games, int) or num_games < 2:
         raise ValueError(f"num_games must be an even int >= 2, got {num_games!r}")
     if num_games % 2:
@@ -241,9 +273,10 @@ def play_match(
     a_return = returns[rows, a_player]
     b_return = returns[rows, 1 - a_player]
     outcome = (a_return > b_return).astype(jnp.int32) - (a_return < b_return).astype(jnp.int32)
-    return MatchResult(
+    result = MatchResult(
         outcome=outcome,
         a_moved_first=a_moved_first,
         finished=jax.vmap(env.terminated)(state),
         num_moves=num_moves,
     )
+    return result, state, a_player

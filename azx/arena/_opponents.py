@@ -2,16 +2,25 @@
 
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent, GreedyAgent, RandomAgent
+from ._game2048 import EXPECTIMAX_DEPTHS, Expectimax2048Agent
 from ._openspiel import SUPPORTED_GAMES, OpenSpielAlphaBetaAgent, OpenSpielMCTSAgent
+from ._pubeval import PubevalAgent
 from ._rollout import RolloutMCTSAgent
 from ._solver import TicTacToeSolver
 
 
 OPPONENT_SPECS = (
     "random, greedy, mcts:N (rollout MCTS with N simulations), solver, "
-    "openspiel-mcts:N (OpenSpiel's rollout MCTS) or openspiel-alphabeta:DEPTH "
-    "(OpenSpiel's alpha-beta search)"
+    "openspiel-mcts:N (OpenSpiel's rollout MCTS), openspiel-alphabeta:DEPTH "
+    "(OpenSpiel's alpha-beta search), pubeval (backgammon) or expectimax / "
+    "expectimax:DEPTH (2048, depth 1 or 2)"
 )
+
+
+def _only_for(spec: str, game: str, env: AbstractEnv | None) -> None:
+    name = getattr(env, "name", None)
+    if env is not None and name != game:
+        raise ValueError(f"opponent {spec!r} plays {game} only, not {name!r}")
 
 
 def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
@@ -25,7 +34,9 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
       `"openspiel-mcts:N"` ([`azx.arena.OpenSpielMCTSAgent`][] with N simulations) or
       `"openspiel-alphabeta:DEPTH"` ([`azx.arena.OpenSpielAlphaBetaAgent`][] searching
       DEPTH moves ahead; 9 solves tic-tac-toe). The OpenSpiel agents play tic_tac_toe,
-      connect_four and othello.
+      connect_four and othello. `"pubeval"` ([`azx.arena.PubevalAgent`][], backgammon
+      only); `"expectimax"` or `"expectimax:DEPTH"` ([`azx.arena.Expectimax2048Agent`][]
+      of depth 2, or DEPTH 1 or 2; 2048 only).
     - `env`: the game it will play, if known: agents that cannot play it are refused.
 
     **Raises:** `ValueError` naming the spec and the accepted forms (or the games it
@@ -65,4 +76,16 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
         if name == "openspiel-mcts":
             return OpenSpielMCTSAgent(int(argument))
         return OpenSpielAlphaBetaAgent(int(argument))
+    if name == "pubeval" and not colon:
+        _only_for(spec, "backgammon", env)
+        return PubevalAgent()
+    if name == "expectimax":
+        depths = tuple(map(str, EXPECTIMAX_DEPTHS))
+        if colon and argument not in depths:
+            raise ValueError(
+                f"opponent {spec!r}: expectimax takes a depth of {' or '.join(depths)}, "
+                "as in expectimax:2"
+            )
+        _only_for(spec, "2048", env)
+        return Expectimax2048Agent(int(argument) if colon else 2)
     raise ValueError(f"opponent {spec!r} not understood; expected {OPPONENT_SPECS}")

@@ -2,7 +2,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float
 
-from .._types import PRNGKey
+from .._types import EnvState, PRNGKey
 from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent
@@ -24,6 +24,22 @@ def episode_returns(
     **Returns:** `(returns, finished)`: each episode's undiscounted return, and whether it
     ended (terminated or truncated) within `max_moves` moves.
     """
+    returns, finished, _ = play_episodes(
+        env, agent, num_games=num_games, key=key, max_moves=max_moves
+    )
+    return returns, finished
+
+
+def play_episodes(
+    env: AbstractEnv,
+    agent: AbstractAgent,
+    *,
+    num_games: int,
+    key: PRNGKey,
+    max_moves: int = 10_000,
+) -> tuple[Float[Array, " num_games"], Bool[Array, " num_games"], EnvState]:
+    """[`azx.arena.episode_returns`][], also returning each episode's final state, for
+    measures that read the final position (2048's largest tile)."""
     if env.num_players != 1:
         raise ValueError(
             f"episode_returns is for single-player games; this one has {env.num_players} "
@@ -59,4 +75,4 @@ def episode_returns(
         key,
     )
     state, _, returns, _, _ = jax.lax.while_loop(cond, body, carry)
-    return returns, done(state)
+    return returns, done(state), state
