@@ -342,6 +342,19 @@ def _evaluate_single_player_run(run, options, agent: str, episodes: int, *, seed
     results = evaluate_episodes(run.env, agents, num_episodes=episodes, key=jax.random.key(seed))
     lines = [f"{run.directory} at iteration {run.iteration}:"]
     lines += [f"  {name}: {describe_episodes(record)}" for name, record in results.items()]
+    if getattr(run.env, "name", None) == "2048":
+        # The game's own score (unscaled) and its largest tiles, from the same keys.
+        scale = run.preset.env_options.get("reward_scale", 1.0)
+        for name, one in agents.items():
+            game = arena.evaluate_2048(run.env, one, num_games=episodes, key=jax.random.key(seed))
+            game = eqx.tree_at(lambda g: g.score, game, game.score / scale)
+            low, high = game.interval()
+            results[name]["score_mean"], results[name]["score_interval"] = (
+                game.mean_score,
+                [low, high],
+            )
+            results[name]["tile_shares"] = {str(k): v for k, v in game.tile_shares.items()}
+            lines.append(f"  {name}: {game}")
     result = {
         "run": str(run.directory),
         "iteration": run.iteration,
@@ -395,6 +408,8 @@ def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
     lines += [f"  vs {spec}: {describe(record)}" for spec, record in results.items()]
     if len(results) > 1:
         lines.append(_elo_line(results))
+    points = _backgammon_points(run.env, opening(player), opponents, games, seed=seed)
+    lines += [f"  vs {spec}: {text}" for spec, (_, text) in points.items()]
     result = {
         "run": str(run.directory),
         "iteration": run.iteration,
@@ -404,7 +419,34 @@ def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
         "seed": seed,
         "results": results,
     }
+    if points:
+        result["points"] = {spec: record for spec, (record, _) in points.items()}
     return result, agent, lines
+
+
+def _backgammon_points(env, player, opponents, games: int, *, seed: int):
+    """Backgammon only (`{}` for other games): each opponent's match again, scored in
+    points by the rules (single, gammon, backgammon; [`azx.arena.backgammon_match`][]),
+    as `{spec: (record, line)}`."""
+    if getattr(env, "name", None) != "backgammon":
+        return {}
+    key = jax.random.fold_in(jax.random.key(seed), 1)
+    points = {}
+    for index, (spec, opponent) in enumerate(opponents.items()):
+        match = arena.backgammon_match(
+            env, player, opponent, num_games=games, key=jax.random.fold_in(key, index)
+        )
+        low, high = match.interval()
+        record = {
+            "games": match.num_games,
+            "points_per_game": match.points_per_game,
+            "points_low": low,
+            "points_high": high,
+            "counts": {str(k): v for k, v in match.counts.items()},
+            "unfinished": match.num_unfinished,
+        }
+        points[spec] = (record, str(match))
+    return points
 
 
 def _elo_line(results: dict[str, dict[str, Any]]) -> str:

@@ -386,7 +386,8 @@ _PRESETS: dict[str, Preset] = {
                 # the turn's last move.
                 search="gumbel",
                 search_options={"num_simulations": 16, "max_num_considered_actions": 8},
-                eval_opponents=("random",),
+                # pubeval: Tesauro's public linear evaluator, the standard benchmark.
+                eval_opponents=("random", "pubeval"),
                 eval_games=100,
             ),
             config=Config(
