@@ -371,9 +371,9 @@ _PRESETS: dict[str, Preset] = {
                 # Half of each value target is the search's own root value.
                 root_value_weight=0.5,
             ),
-            iterations=150,
+            iterations=600,
             description="2048, MLP, Gumbel 16 simulations with chance nodes",
-            eval_every=50,
+            eval_every=100,
         ),
         Preset(
             name="backgammon",
