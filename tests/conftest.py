@@ -6,6 +6,7 @@ switched on by `--jaxtyping-packages` in pyproject's pytest addopts; warnings ar
 through pyproject's `filterwarnings`.
 """
 
+import gc
 import os
 import shutil
 import tempfile
@@ -66,3 +67,15 @@ def trained(tmp_path_factory):
     """A 2-iteration tic_tac_toe run (checkpoints 1 and 2) made by `azx train`, shared by
     the command-line tests (read-only: tests that change a run change a copy)."""
     return train_small_run(tmp_path_factory.mktemp("run") / "ttt")
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+    """After each test module, drop JAX's in-memory compiled programs. An xdist worker runs
+    hundreds of tests in one process, and every compiled program keeps its machine code
+    mapped: without this a worker reaches the kernel's limit on memory mappings
+    (`vm.max_map_count`, 65530 by default) and crashes inside XLA's compiler. The
+    persistent compilation cache still serves programs that a later module needs again."""
+    yield
+    jax.clear_caches()
+    gc.collect()
