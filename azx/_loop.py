@@ -584,6 +584,10 @@ class _Training:
     def elapsed(self) -> float:
         return self.elapsed_before + time.perf_counter() - self.started
 
+    def iteration(self, state) -> int:
+        """The iterations `state` has trained (every seed's: they train together)."""
+        return int(state.iteration[0] if self.stacked else state.iteration)
+
     def each(self, tree):
         """Each member's part of `tree` (a state or a history)."""
         if not self.stacked:
@@ -639,7 +643,7 @@ class _Training:
         preset, out = self.preset, self.out
         self.elapsed_before = elapsed_before
         self.started = self.last_save = time.perf_counter()
-        first = int(self.each(state)[0].iteration)
+        first = self.iteration(state)
         reporter = _Reporter(preset.iterations, first, quiet or not self.main)
         seeds = [member.seed for member in self.members]
         with reporter as report, _interruptible() as stopped:
@@ -670,7 +674,7 @@ class _Training:
                 self.plot(report)
             while first < preset.iterations:
                 state = self.train_call(state, step_chunk, chunk, report, stopped)
-                first = int(self.each(state)[0].iteration)
+                first = self.iteration(state)
             where = f"{out}/seed*/" if self.stacked else f"{out}/"
             report.log(
                 f"done: {first} iterations in {self.elapsed():.0f}s; results in "
@@ -683,7 +687,7 @@ class _Training:
         """One training call (`chunk` iterations, or fewer at the end), logged, and the
         evaluation, checkpoint and curve that are due after it."""
         preset, trainer = self.preset, self.trainer
-        previous = int(self.each(state)[0].iteration)
+        previous = self.iteration(state)
         n = min(chunk, preset.iterations - previous)
         report.phase("training")
         tick = time.perf_counter()

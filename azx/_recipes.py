@@ -283,6 +283,7 @@ class AlphaZeroRecipe(AbstractRecipe):
         raise RunError("episodes need a PPO run; this is an AlphaZero run")
 
     def evaluate_run(self, run, options, *, seed):
+        self.check_eval(options, run.env)
         return _evaluate_alphazero_run(run, options, seed=seed)
 
     def check_eval(self, options, env):
@@ -329,8 +330,6 @@ class AlphaZeroRecipe(AbstractRecipe):
 def _evaluate_single_player_run(run, options, agent: str, episodes: int, *, seed: int):
     """`azx eval` of an AlphaZero run of a single-player game: the agent's episodes, and
     those of every `--opponent` spec, played as a baseline on the same key."""
-    if options["opening_plies"]:
-        raise RunError("--opening-plies is for two-player games; this run's game has one player")
     player = run.agent(agent, num_simulations=options["simulations"])
     label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
     agents = {label: player}
@@ -373,16 +372,13 @@ def _single_player(results: dict[str, Any]) -> bool:
 
 
 def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
-    """`azx eval` of an AlphaZero run: its agent against every opponent."""
+    """`azx eval` of an AlphaZero run (its options checked by `check_eval`): its agent
+    against every opponent."""
     games = 200 if options["games"] is None else options["games"]
     agent = options["agent"] or "search"
     if run.env.num_players == 1:
         return _evaluate_single_player_run(run, options, agent, games, seed=seed)
     opening_plies = options["opening_plies"] or 0
-    if games % 2:
-        raise RunError(f"--games must be even (half the games with each colour), got {games}")
-    if agent not in ("search", "network"):
-        raise RunError(f"--agent must be 'search' or 'network', got {agent!r}")
 
     def opening(player):  # without random plies, the agent itself: its games unchanged
         return arena.RandomOpening(player, opening_plies) if opening_plies else player
