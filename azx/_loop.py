@@ -20,7 +20,6 @@ from typing import Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from . import parallel, presets
@@ -253,11 +252,13 @@ def train(
     process 0 logs.
 
     `seeds` > 1 trains that many independent agents, from `seed` up, as one program
-    (the seeds' states stacked and trained under `vmap`, see
-    [`azx.presets.Preset.build_seeds`][]): `out` holds `config.json`, each seed's own run
+    (the seeds' states stacked and trained all at once under `vmap` or one after another,
+    as the preset's algorithm runs faster on the platform: see
+    [`azx.presets.Preset.vmaps_seeds`][]): `out` holds `config.json`, each seed's own run
     directory `out/seed<S>` (config, metrics, checkpoints, curve: what a run of that seed
-    alone writes, within float tolerance) and a `learning_curve.png` of every seed with
-    their mean and range. [`azx.run.load_runs`][] opens them all.
+    alone writes, bit for bit one after another, within float tolerance under `vmap`) and
+    a `learning_curve.png` of every seed with their mean and range.
+    [`azx.run.load_runs`][] opens them all.
 
     **Returns:** the trained [`azx.run.Run`][] (with `seeds` > 1, a list of each seed's).
 
@@ -290,8 +291,11 @@ def train(
     check_trackers(log)
     directories = seed_directories(out, config)
     stacked = len(directories) > 1
+    vmap_seeds = stacked and chosen.vmaps_seeds()
     trainer, state = (
-        build_seeds(chosen, list(directories)) if stacked else build(chosen, config["seed"])
+        build_seeds(chosen, list(directories), vmap=vmap_seeds)
+        if stacked
+        else build(chosen, config["seed"])
     )
     try:
         chosen.recipe.check_training(trainer.env)
@@ -327,7 +331,7 @@ def train(
             )
             for (member_seed, directory), kept in zip(directories.items(), records)
         ]
-        training = _Training(out, chosen, trainer, members, mesh)
+        training = _Training(out, chosen, trainer, members, mesh, vmap_seeds=vmap_seeds)
         state = training.run(state, elapsed_before=elapsed_before, quiet=quiet)
     if mesh is not None:
         state = parallel.gather(state)
@@ -352,10 +356,10 @@ def check_seeds(seeds: int) -> None:
         raise RunError(f"`seeds` must be a positive number of seeds, got {seeds!r}")
 
 
-def build_seeds(preset: presets.Preset, seeds: list[int]):
+def build_seeds(preset: presets.Preset, seeds: list[int], *, vmap: bool):
     """[`build`][azx._rundir.build] for several seeds stacked."""
     try:
-        return preset.build_seeds(seeds)
+        return preset.build_seeds(seeds, vmap=vmap)
     except (ValueError, TypeError, KeyError, ImportError) as error:
         raise RunError(f"preset {preset.name!r}: {one_line(error)}") from None
 
@@ -471,10 +475,7 @@ def _prepare_seeds(out: Path, config, directories: dict[int, Path], state, resum
         member_config = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
         _write_start(directory, member_config, records, int(part.iteration), resume)
     _sync(f"azx: {out} prepared")
-    stacked = jax.tree.map(
-        lambda *leaves: jnp.stack(leaves) if eqx.is_array(leaves[0]) else leaves[0],
-        *(part for part, _, _ in restored),
-    )
+    stacked = presets.stack_seeds([part for part, _, _ in restored])
     return stacked, [records for _, records, _ in restored], restored[0][2]
 
 
@@ -564,17 +565,20 @@ class _Training:
     """The loop of one [`train`][azx.run.train] call: training calls of `log_every`
     iterations, each logged; evaluations, checkpoints and the learning curve when due;
     Ctrl-C. What differs between algorithms, the preset's recipe says. With several
-    members (seeds), the state is their states stacked, trained under `vmap`, and each
-    member's directory gets what its own run would write."""
+    members (seeds), the state is their states stacked, trained in one program (all at
+    once under `vmap` with `vmap_seeds`, else one after another), and each member's
+    directory gets what its own run would write."""
 
-    def __init__(self, out: Path, preset, trainer, members: list[_Member], mesh):
+    def __init__(
+        self, out: Path, preset, trainer, members: list[_Member], mesh, *, vmap_seeds: bool
+    ):
         self.out, self.preset, self.recipe, self.trainer = out, preset, preset.recipe, trainer
         self.members, self.mesh = members, mesh
         self.stacked = len(members) > 1
         if mesh is not None:
-            train = parallel.sharded_train(trainer, mesh, seeds=self.stacked)
+            train = parallel.sharded_train(trainer, mesh, seeds=self.stacked, vmap_seeds=vmap_seeds)
         elif self.stacked:
-            train = eqx.filter_vmap(trainer.train_and_record, in_axes=(eqx.if_array(0), None))
+            train = parallel.over_seeds(trainer.train_and_record, vmap=vmap_seeds)
         else:
             train = trainer.train_and_record
         self.train_fn = eqx.filter_jit(train)

@@ -46,6 +46,38 @@ def make_mesh(devices=None) -> Mesh:
     return Mesh(np.array(devices), (AXIS,))
 
 
+def over_seeds(fn, *, vmap: bool = True):
+    """`fn(state, *args)` over the leading seeds axis of `state` (several seeds' states
+    stacked, as [`azx.presets.Preset.build_seeds`][] gives them), in one program: with
+    `vmap`, every seed at once (`eqx.filter_vmap`; the other arguments shared); otherwise
+    one seed after another (`jax.lax.map`). Either way the results have the seeds axis.
+
+    Batching seeds changes the order in which XLA sums, so vmapped seeds equal their own
+    runs within float tolerance; mapped one after another, each seed runs its own run's
+    program and equals it bit for bit. Which is faster depends on the algorithm and the
+    platform ([`azx.presets.Preset.vmaps_seeds`][]).
+    """
+
+    def vmapped(state, *args):
+        return eqx.filter_vmap(lambda state: fn(state, *args))(state)
+
+    def mapped(state, *args):
+        arrays, static = eqx.partition(state, eqx.is_array)
+        static_out = []
+
+        def one(seed_arrays):
+            out_arrays, out_static = eqx.partition(
+                fn(eqx.combine(seed_arrays, static), *args), eqx.is_array
+            )
+            static_out.append(out_static)
+            return out_arrays
+
+        out = jax.lax.map(one, arrays)
+        return eqx.combine(out, static_out[-1])
+
+    return vmapped if vmap else mapped
+
+
 def _check_axis(mesh: Mesh) -> None:
     if AXIS not in mesh.axis_names:
         raise ValueError(f"the mesh must have an axis named {AXIS!r}, got {mesh.axis_names}")
@@ -164,13 +196,17 @@ def sharded_step(trainer: AbstractTrainer, mesh: Mesh):
     return step
 
 
-def sharded_train(trainer: AbstractTrainer, mesh: Mesh, *, seeds: bool = False):
+def sharded_train(
+    trainer: AbstractTrainer, mesh: Mesh, *, seeds: bool = False, vmap_seeds: bool = True
+):
     """`trainer.train_and_record` as a `shard_map` over `mesh`'s `"data"` axis:
     `train(state, num_steps) -> (state, history)`, `num_steps` steps in one `lax.scan`
     with every step's metrics stacked (replicated). Jit it with `num_steps` static, e.g.
     `eqx.filter_jit(sharded_train(trainer, mesh))(state, 10)`. With `seeds`, `state` is
     several seeds' states stacked (`azx.presets.Preset.build_seeds`), each device trains
-    its rows of every seed under `eqx.filter_vmap`, and the history has a seeds axis.
+    its rows of every seed (all at once under `vmap`, or with `vmap_seeds=False` one after
+    another: see [`over_seeds`][azx.parallel.over_seeds]), and the history has a seeds
+    axis.
 
     **Raises:** `ValueError` if the trainer's rows do not split evenly over the devices.
     """
@@ -178,8 +214,9 @@ def sharded_train(trainer: AbstractTrainer, mesh: Mesh, *, seeds: bool = False):
     local = trainer.with_axis_name(AXIS)
 
     def run(state, num_steps: int):
-        one = lambda state: local.train_and_record(state, num_steps)  # noqa: E731
-        return eqx.filter_vmap(one)(state) if seeds else one(state)
+        if seeds:
+            return over_seeds(local.train_and_record, vmap=vmap_seeds)(state, num_steps)
+        return local.train_and_record(state, num_steps)
 
     def train(state, num_steps: int):
         specs = state_specs(state, seeds=seeds)

@@ -109,21 +109,26 @@ class Preset(Generic[RecipeT]):
         trainer = self.recipe.make_trainer(env, self.config)
         return trainer, trainer.init(self.make_network(env, key=net_key), key=run_key)
 
-    def build_seeds(self, seeds: Sequence[int]) -> tuple[Any, Any]:
+    def build_seeds(self, seeds: Sequence[int], *, vmap: bool = True) -> tuple[Any, Any]:
         """The trainer and the initial states of several seeds, stacked along a leading
-        axis of size `len(seeds)`: independent agents that train as one program under
-        `eqx.filter_vmap`.
+        axis of size `len(seeds)` ([`azx.presets.stack_seeds`][]): independent agents
+        that train as one program, every seed at once under `vmap` or one after another
+        ([`azx.parallel.over_seeds`][]).
 
-            trainer, states = preset.build_seeds(range(8))
-            states = eqx.filter_jit(eqx.filter_vmap(trainer.train))(states, 100)
+            vmap = preset.vmaps_seeds()
+            trainer, states = preset.build_seeds(range(8), vmap=vmap)
+            train = azx.parallel.over_seeds(trainer.train, vmap=vmap)
+            states = eqx.filter_jit(train)(states, 100)
             state_of_seed_3 = azx.presets.take_seed(states, 3)
 
-        Each seed's state is its `build(seed=...)`; trained so, it equals that seed's own
-        training within float tolerance, not bit for bit: batching changes the order in
-        which XLA sums (on the CPU, about 1e-6 apart after a few iterations).
+        Each seed's state is its `build(seed=...)`. Trained one after another, a seed
+        equals its own run bit for bit; under `vmap`, within float tolerance: batching
+        changes the order in which XLA sums (on the CPU, about 1e-6 apart after a few
+        iterations).
 
-        The trainer is the recipe's form for several seeds (AlphaZero's search on its
-        lockstep kernels, which batch under `vmap`; the same search bit for bit).
+        With `vmap`, the trainer is the recipe's form for batched seeds (AlphaZero's
+        search on its lockstep kernels, which batch under `vmap`; the same search bit for
+        bit).
 
         **Raises:** `ValueError` if `seeds` is empty.
         """
@@ -131,12 +136,15 @@ class Preset(Generic[RecipeT]):
         if not seeds:
             raise ValueError("seeds must name at least one seed, got none")
         built = [self.build(seed=seed) for seed in seeds]
+        trainer = self.recipe.for_seeds(built[0][0]) if vmap else built[0][0]
+        return trainer, stack_seeds([state for _, state in built])
 
-        def stack(*leaves):  # arrays stacked; the rest (a network's activation) shared
-            return jnp.stack(leaves) if eqx.is_array(leaves[0]) else leaves[0]
-
-        trainer = self.recipe.for_seeds(built[0][0])
-        return trainer, jax.tree.map(stack, *(state for _, state in built))
+    def vmaps_seeds(self, platform: str | None = None) -> bool:
+        """Whether several seeds train fastest all at once under `vmap` (True) or one after
+        another in the same program (False) on `platform` (default: JAX's default
+        backend, `"cpu"`, `"gpu"` or `"tpu"`): the recipe's answer, what `azx train
+        --seeds` uses."""
+        return self.recipe.vmaps_seeds(jax.default_backend() if platform is None else platform)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable description, flat (the recipe's fields beside the preset's,
@@ -158,6 +166,20 @@ class Preset(Generic[RecipeT]):
     def from_dict(cls, data: dict[str, Any]) -> "Preset":
         """The preset that [`to_dict`][azx.presets.Preset.to_dict] described."""
         return from_dict(data)
+
+
+def stack_seeds(states: Sequence[Any]) -> Any:
+    """Several seeds' states (trained or not) as one, each array stacked along a new
+    leading seeds axis; what is not an array (a network's activation) they share.
+    [`azx.presets.take_seed`][] takes one back out."""
+    states = list(states)
+    if not states:
+        raise ValueError("stack_seeds needs at least one state, got none")
+
+    def stack(*leaves):
+        return jnp.stack(leaves) if eqx.is_array(leaves[0]) else leaves[0]
+
+    return jax.tree.map(stack, *states)
 
 
 def take_seed(states: Any, index: int) -> Any:

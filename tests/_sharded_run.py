@@ -9,7 +9,6 @@ os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 
 import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 
@@ -58,7 +57,7 @@ def check_ppo(net_kind: str, **config):
 
 def check_seeds():
     """Several seeds stacked: trained on four devices (each device its rows of every
-    seed) as on one under `vmap`."""
+    seed), all at once or one after another, as on one device under `vmap`."""
     env = Countdown(max_length=6, limit=4)
     trainer = azx.ppo.PPO(env, azx.ppo.Config(num_envs=8, rollout_length=12, num_minibatches=4))
 
@@ -67,24 +66,20 @@ def check_seeds():
         return trainer.init(net, key=jax.random.key(seed + 10))
 
     parts = [build(seed) for seed in (0, 1, 2)]
-    states = jax.tree.map(
-        lambda *leaves: jnp.stack(leaves) if eqx.is_array(leaves[0]) else leaves[0], *parts
-    )
-    one, one_history = eqx.filter_jit(
-        eqx.filter_vmap(trainer.train_and_record, in_axes=(eqx.if_array(0), None))
-    )(states, 2)
+    states = azx.presets.stack_seeds(parts)
+    one, one_history = eqx.filter_jit(azx.parallel.over_seeds(trainer.train_and_record))(states, 2)
     mesh = azx.parallel.make_mesh()
     sharded = azx.parallel.shard_state(states, mesh, seeds=True)
     assert len(sharded.env_state.time.sharding.device_set) == 4
-    four, four_history = eqx.filter_jit(azx.parallel.sharded_train(trainer, mesh, seeds=True))(
-        sharded, 2
-    )
-    for a, b in zip(jax.tree.leaves(one.env_state), jax.tree.leaves(four.env_state)):
-        np.testing.assert_array_equal(a, b)
-    for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(four.params)):
-        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(one_history.loss, four_history.loss, rtol=1e-4, atol=1e-6)
-    assert one_history.loss.shape == (3, 2)
+    for vmap_seeds in (True, False):
+        train = azx.parallel.sharded_train(trainer, mesh, seeds=True, vmap_seeds=vmap_seeds)
+        four, four_history = eqx.filter_jit(train)(sharded, 2)
+        for a, b in zip(jax.tree.leaves(one.env_state), jax.tree.leaves(four.env_state)):
+            np.testing.assert_array_equal(a, b)
+        for a, b in zip(jax.tree.leaves(one.params), jax.tree.leaves(four.params)):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose(one_history.loss, four_history.loss, rtol=1e-4, atol=1e-6)
+        assert four_history.loss.shape == (3, 2)
     # The seeds are independent agents.
     first_layer = jax.tree.leaves(one.params)[0]
     assert not np.allclose(first_layer[0], first_layer[1])

@@ -1,6 +1,6 @@
-"""Several seeds as one program: `Preset.build_seeds` and `eqx.filter_vmap(trainer.train)`
-train each seed as its own run would, within float tolerance (batching changes the order
-of XLA's sums), for PPO and AlphaZero."""
+"""Several seeds as one program: `Preset.build_seeds` and `azx.parallel.over_seeds` train
+each seed as its own run would: bit for bit one after another, within float tolerance
+under `vmap` (batching changes the order of XLA's sums), for PPO and AlphaZero."""
 
 import dataclasses
 
@@ -31,20 +31,26 @@ def _small_alphazero():
     return preset.replace(config=config, search_options=options)
 
 
-@pytest.mark.parametrize("make", [lambda: azx.presets.get("ppo_cartpole"), _small_alphazero])
-def test_vmapped_seeds_train_as_their_own_runs(make):
+@pytest.mark.parametrize("vmap", [True, False], ids=["vmap", "one-after-another"])
+@pytest.mark.parametrize(
+    "make", [lambda: azx.presets.get("ppo_cartpole"), _small_alphazero], ids=["ppo", "alphazero"]
+)
+def test_seeds_train_as_their_own_runs(make, vmap):
     preset, seeds, iterations = make(), [0, 5], 3
-    trainer, states = preset.build_seeds(seeds)
+    trainer, states = preset.build_seeds(seeds, vmap=vmap)
     assert int(states.iteration.shape[0]) == len(seeds)
-    trained = eqx.filter_jit(eqx.filter_vmap(trainer.train))(states, iterations)
+    train = azx.parallel.over_seeds(trainer.train, vmap=vmap)
+    trained = eqx.filter_jit(train)(states, iterations)
     together = [_leaves(azx.presets.take_seed(trained, i)) for i in range(len(seeds))]
     for index, seed in enumerate(seeds):
-        _, state = preset.build(seed=seed)
-        alone = _leaves(eqx.filter_jit(trainer.train)(state, iterations))
+        alone_trainer, state = preset.build(seed=seed)
+        alone = _leaves(eqx.filter_jit(alone_trainer.train)(state, iterations))
         assert alone.keys() == together[index].keys()
         for path, expected in alone.items():
             actual = together[index][path]
-            if np.issubdtype(expected.dtype, np.floating):
+            if not vmap:  # the seed's own program: the same bits
+                np.testing.assert_array_equal(actual, expected, err_msg=path)
+            elif np.issubdtype(expected.dtype, np.floating):
                 np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5, err_msg=path)
             else:  # counters, actions, keys, boards: the same
                 np.testing.assert_array_equal(actual, expected, err_msg=path)
@@ -59,3 +65,23 @@ def test_vmapped_seeds_train_as_their_own_runs(make):
 def test_build_seeds_needs_a_seed():
     with pytest.raises(ValueError, match="at least one seed"):
         azx.presets.get("ppo_cartpole").build_seeds([])
+    with pytest.raises(ValueError, match="at least one state"):
+        azx.presets.stack_seeds([])
+
+
+def test_stack_seeds_inverts_take_seed():
+    parts = [azx.presets.get("ppo_cartpole").build(seed=seed)[1] for seed in (3, 4)]
+    stacked = azx.presets.stack_seeds(parts)
+    for index, part in enumerate(parts):
+        assert _leaves(azx.presets.take_seed(stacked, index)).keys() == _leaves(part).keys()
+        for path, leaf in _leaves(part).items():
+            np.testing.assert_array_equal(
+                _leaves(azx.presets.take_seed(stacked, index))[path], leaf
+            )
+
+
+def test_alphazero_maps_its_seeds_on_the_cpu_and_vmaps_them_on_accelerators():
+    # On the CPU, vmapped searches cost more than seeds one after another (benchmarks.seeds).
+    alphazero, ppo = azx.presets.get("tic_tac_toe"), azx.presets.get("ppo_cartpole")
+    assert not alphazero.vmaps_seeds("cpu") and alphazero.vmaps_seeds("gpu")
+    assert ppo.vmaps_seeds("cpu") and ppo.vmaps_seeds("gpu")
