@@ -324,10 +324,9 @@ class AlphaZeroRecipe(AbstractRecipe):
         }
 
     def vmaps_seeds(self, platform: str) -> bool:
-        # On the CPU the search is loops over rows and tree nodes; under `vmap` every
-        # seed's loops run until the slowest seed's end, which costs more than it saves,
-        # so seeds train one after another (each bit for bit its own run). Accelerators
-        # batch the seeds.
+        # On the CPU the search is loops over rows and tree nodes, which batched over
+        # seeds cost more than the seeds one after another (`benchmarks.seeds`); mapped,
+        # each seed is bit for bit its own run. Accelerators batch the seeds.
         return platform != "cpu"
 
     def for_seeds(self, trainer):
