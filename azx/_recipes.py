@@ -353,11 +353,9 @@ def _evaluate_single_player_run(run, options, agent: str, episodes: int, *, seed
     lines = [f"{run.directory} at iteration {run.iteration}:"]
     lines += [f"  {name}: {describe_episodes(record)}" for name, record in results.items()]
     if getattr(run.env, "name", None) == "2048":
-        # The game's own score (unscaled) and its largest tiles, from the same keys.
-        scale = run.preset.env_options.get("reward_scale", 1.0)
+        # The game's own score and its largest tiles, from the same keys.
         for name, one in agents.items():
             game = arena.evaluate_2048(run.env, one, num_games=episodes, key=jax.random.key(seed))
-            game = eqx.tree_at(lambda g: g.score, game, game.score / scale)
             low, high = game.interval()
             results[name]["score_mean"], results[name]["score_interval"] = (
                 game.mean_score,

@@ -433,6 +433,11 @@ def test_evaluate_2048_measures():
     assert shares[top] == pytest.approx(np.mean(np.asarray(result.largest_tile) == top))
     # Every merge adds the tile it makes: a game whose largest tile is 2^k scored at least 2^k.
     assert np.all(np.asarray(result.score) >= np.asarray(result.largest_tile))
+    # Scaled rewards (what the 2048 preset trains on) leave the game's score as it is.
+    scaled = azx.envs.ScaleRewards(azx.envs.ScaleRewards(GAME_2048, 0.5), 0.01)
+    again = eqx.filter_jit(evaluate_2048)(scaled, RandomAgent(), num_games=8, key=key)
+    np.testing.assert_allclose(again.score, result.score, rtol=1e-6)
+    np.testing.assert_array_equal(again.largest_tile, result.largest_tile)
 
 
 # --- opponents by name ---------------------------------------------------------------------

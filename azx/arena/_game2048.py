@@ -10,6 +10,7 @@ from .._types import EnvState, PRNGKey
 from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ..envs._pgx_chance import _slides
+from ..envs._wrappers import EnvWrapper, ScaleRewards
 from ._agent import AbstractAgent, _Stateless, _stateless, legal_mask, require_game
 from ._match import mean_interval
 from ._returns import play_episodes
@@ -215,7 +216,9 @@ def evaluate_2048(
 
     **Arguments:**
 
-    - `env`: pgx's 2048, `azx.envs.make("2048")`.
+    - `env`: pgx's 2048, `azx.envs.make("2048")`, or a wrapper of it; the score is the
+      game's own, whatever scale a [`azx.envs.ScaleRewards`][] puts on the rewards the
+      agent trains on.
     - `agent`: the player ([`azx.arena.AbstractAgent`][]).
     - `num_games`: a positive number of games.
     - `key`: randomness of the tiles and the agent.
@@ -231,4 +234,14 @@ def evaluate_2048(
         env, agent, num_games=num_games, key=key, max_moves=max_moves
     )
     largest = jnp.left_shift(1, jnp.max(state._board, axis=-1)).astype(jnp.int32)
-    return Result2048(score=score, largest_tile=largest, finished=finished)
+    return Result2048(score=score / _reward_scale(env), largest_tile=largest, finished=finished)
+
+
+def _reward_scale(env: AbstractEnv) -> float:
+    """The product of the scales that `env`'s wrappers put on the game's rewards."""
+    scale = 1.0
+    while isinstance(env, EnvWrapper):
+        if isinstance(env, ScaleRewards):
+            scale *= env.scale
+        env = env.env
+    return scale
