@@ -4,6 +4,8 @@ against a 2x2 convolution in NumPy, the default initialisation unchanged bit for
 the `ppo_minigrid_seed002` preset against the seed's configuration."""
 
 import hashlib
+import pathlib
+import sys
 
 import equinox as eqx
 import jax
@@ -12,6 +14,11 @@ import numpy as np
 import pytest
 
 import azx
+
+
+# `pytest` puts tests/ on the path, not the repository root with the benchmarks package.
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from benchmarks import seed002  # noqa: E402
 
 
 def _net(**options):
@@ -151,3 +158,62 @@ def test_seed002_preset_is_the_seed_configuration():
     assert net.hidden_size == 16 and net.policy_head.hidden.out_features == 16
     assert net.action_embedding.weight.shape == (trainer.env.num_actions, 16)
     assert net.action_embedding_init == "fan_in_normal"
+
+
+def _reference_params(net):
+    """azx's weights in the layout of benchmarks/seed002.py (flax's: kernels [in, out])."""
+    conv = []
+    for layer in net.encoder.layers:
+        channels_in = layer.weight.shape[1] // 4
+        kernel = layer.weight.T.reshape(2, 2, channels_in, -1)  # patches (0,0) (0,1) (1,0) (1,1)
+        conv.append((kernel, layer.bias))
+    (cell,) = net.cells
+
+    def head(h):
+        return ((h.hidden.weight.T, h.hidden.bias), (h.out.weight.T, h.out.bias))
+
+    return {
+        "conv": conv,
+        "embedding": net.action_embedding.weight,
+        "gru": {"wi": cell.weight_ih, "wh": cell.weight_hh, "bi": cell.bias, "bn": cell.bias_n},
+        "actor": head(net.policy_head),
+        "critic": head(net.value_head),
+    }
+
+
+def test_network_is_the_seed_network_written_independently():
+    # benchmarks/seed002.py writes the seed's network from its description (convolutions
+    # as XLA's, checked there); with the same weights it gives azx's logits and values
+    # over a sequence that crosses an episode boundary without resetting the memory.
+    net = _net(reset_at_episode_start=False, action_embedding_init="fan_in_normal")
+    leaves, treedef = jax.tree.flatten(net)
+    keys = jax.random.split(jax.random.key(1), len(leaves))
+    # Non-zero biases too, so that every term is exercised.
+    leaves = [
+        leaf + 0.1 * jax.random.normal(k, leaf.shape) if eqx.is_inexact_array(leaf) else leaf
+        for leaf, k in zip(leaves, keys)
+    ]
+    net = jax.tree.unflatten(treedef, leaves)
+    keys = jax.random.split(jax.random.key(2), 4)
+    steps = 6
+    inputs = azx.nets.RecurrentInput(
+        observation=jax.random.randint(keys[0], (steps, 7, 7, 2), 0, 11).astype(jnp.uint8),
+        previous_action=jax.random.randint(keys[1], (steps,), 0, 6),
+        previous_reward=jax.random.uniform(keys[2], (steps,)),
+        episode_start=jnp.arange(steps) == 3,
+    )
+    carry = jax.random.normal(keys[3], (1, 16))
+    _, (logits, values) = eqx.filter_jit(
+        lambda net, c, x: jax.lax.scan(lambda c, x: net(c, x), c, x)
+    )(net, carry, inputs)
+    # The benchmark is written with NumPy's broadcasting, which the test suite refuses.
+    with jax.numpy_rank_promotion("allow"), jax.numpy_dtype_promotion("standard"):
+        expected_logits, expected_values, _ = seed002.unroll(
+            _reference_params(net),
+            carry[0],
+            inputs.observation,
+            inputs.previous_action,
+            inputs.previous_reward,
+        )
+    np.testing.assert_allclose(logits, expected_logits, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(values, expected_values, rtol=1e-4, atol=1e-5)
