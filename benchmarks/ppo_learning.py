@@ -4,14 +4,17 @@ evaluated.
     python -m benchmarks.ppo_learning ppo_cartpole --seeds 8 [--json PATH]
     python -m benchmarks.ppo_learning ppo_minigrid --seeds 5
     python -m benchmarks.ppo_learning ppo_pendulum --seeds 5 --threshold -250
+    python -m benchmarks.ppo_learning ppo_minigrid_seed002 --seeds 10 --threshold 0.8 \
+        --network-options '{"action_embedding_init": "standard_normal"}'
 
 Every seed trains through `Preset.build` and `PPO.train_and_record` (the code of
 `azx train`), in calls of `--chunk` iterations, then plays `--episodes` evaluation episodes
 (sampling the policy, or its most likely action with `--greedy`). Prints each seed's mean
 evaluation return with its 95% interval and the time taken; `--threshold` counts the
-seeds whose mean return reaches it. `last_training_return` in the JSON records is the
-mean return of the episodes that ended in the last iteration that had any (`null` if
-none ended in the whole run).
+seeds whose mean return reaches it; `--network-options` (a JSON object) overrides some of
+the preset's network options, for an A/B of one of them. `last_training_return` in the
+JSON records is the mean return of the episodes that ended in the last iteration that had
+any (`null` if none ended in the whole run).
 """
 
 import argparse
@@ -79,10 +82,20 @@ def main(argv=None):
     parser.add_argument("--chunk", type=int, default=100, help="iterations per jitted call")
     parser.add_argument("--threshold", type=float, help="count seeds reaching this return")
     parser.add_argument("--json", help="write the records to this JSON file")
+    parser.add_argument(
+        "--network-options",
+        type=json.loads,
+        default={},
+        help="network options that replace the preset's, as JSON: '{\"hidden_size\": 32}'",
+    )
     args = parser.parse_args(argv)
     preset = azx.presets.get(args.preset)
     if not isinstance(preset.recipe, azx.presets.PPORecipe):
         parser.error(f"{args.preset} is not a PPO preset")
+    if not isinstance(args.network_options, dict):
+        parser.error(f"--network-options must be a JSON object, got {args.network_options!r}")
+    if args.network_options:
+        preset = preset.replace(network_options=preset.network_options | args.network_options)
     records = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         record = train_and_evaluate(preset, seed, args.chunk, args.episodes, args.greedy)

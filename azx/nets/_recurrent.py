@@ -68,7 +68,7 @@ class _GridEncoder(eqx.Module):
     def __call__(self, x: Float[Array, "height width channels"]) -> Float[Array, " features"]:
         for layer in self.layers:
             patches = jnp.concatenate([x[:-1, :-1], x[:-1, 1:], x[1:, :-1], x[1:, 1:]], axis=-1)
-            x = jax.nn.relu(patches @ layer.weight.T + layer.bias)
+            x = jax.nn.relu(patches @ layer.weight.T + layer.bias[None, None])
         return jnp.ravel(x)
 
 
@@ -77,6 +77,9 @@ class _VectorEncoder(eqx.Module):
 
     def __call__(self, x: Float[Array, "..."]) -> Float[Array, " features"]:
         return jax.nn.relu(self.layer(jnp.ravel(x)))
+
+
+_ACTION_EMBEDDING_INITS = ("standard_normal", "fan_in_normal")
 
 
 def _gru(input_size: int, hidden_size: int, *, key: PRNGKey) -> eqx.nn.GRUCell:
@@ -119,6 +122,11 @@ class RecurrentActorCritic(AbstractRecurrentNet):
     the sum of the cells' outputs. With `reset_at_episode_start` the carry, previous action
     and previous reward are zeroed where an episode starts, so every episode is played as
     from a fresh start; without it the memory runs on across episodes.
+
+    The convolutions and heads start orthogonal and the GRU Glorot-normal (input weights)
+    and orthogonal (recurrent weights), all biases zero, as in seed 002's flax network. The
+    previous action's embedding starts standard normal (Equinox's `Embedding`) unless
+    `action_embedding_init="fan_in_normal"` scales it to flax's `nn.Embed` default.
     """
 
     encoder: _GridEncoder | _VectorEncoder
@@ -130,6 +138,7 @@ class RecurrentActorCritic(AbstractRecurrentNet):
     num_actions: int = eqx.field(static=True)
     hidden_size: int = eqx.field(static=True)
     reset_at_episode_start: bool = eqx.field(static=True)
+    action_embedding_init: str = eqx.field(static=True)
 
     def __init__(
         self,
@@ -142,6 +151,7 @@ class RecurrentActorCritic(AbstractRecurrentNet):
         action_embedding_size: int = 16,
         encoder_size: int = 64,
         reset_at_episode_start: bool = True,
+        action_embedding_init: str = "standard_normal",
         key: PRNGKey,
     ):
         """**Arguments:**
@@ -155,6 +165,11 @@ class RecurrentActorCritic(AbstractRecurrentNet):
         - `action_embedding_size`: size of the previous action's embedding.
         - `encoder_size`: units of the dense encoder (vector observations only).
         - `reset_at_episode_start`: zero the memory where an episode starts.
+        - `action_embedding_init`: how the previous action's embedding starts:
+          `"standard_normal"` (Equinox's `Embedding`: every entry of standard deviation 1)
+          or `"fan_in_normal"` (standard deviation `1 / sqrt(action_embedding_size)`,
+          flax's `nn.Embed` default and so seed 002's: the embedding then enters the GRU
+          at about the scale of its other inputs' weights).
         - `key`: random key for the initial weights (keyword-only).
         """
         self.observation_shape = check_shape(observation_shape)
@@ -171,6 +186,11 @@ class RecurrentActorCritic(AbstractRecurrentNet):
             raise ValueError(
                 f"reset_at_episode_start must be True or False, got {reset_at_episode_start!r}"
             )
+        if action_embedding_init not in _ACTION_EMBEDDING_INITS:
+            raise ValueError(
+                f"action_embedding_init must be one of "
+                f"{', '.join(map(repr, _ACTION_EMBEDDING_INITS))}, got {action_embedding_init!r}"
+            )
         keys = jax.random.split(key, 4 + num_layers)
         shape = self.observation_shape
         if len(shape) == 3 and min(shape[:2]) >= 4:
@@ -182,6 +202,12 @@ class RecurrentActorCritic(AbstractRecurrentNet):
             )
             features = encoder_size
         self.action_embedding = eqx.nn.Embedding(num_actions, action_embedding_size, key=keys[1])
+        if action_embedding_init == "fan_in_normal":
+            # flax's nn.Embed: variance 1 / features, the embedding axis counted as fan-in.
+            weight = jax.nn.initializers.variance_scaling(1.0, "fan_in", "normal", out_axis=0)(
+                keys[1], (num_actions, action_embedding_size)
+            )
+            self.action_embedding = eqx.nn.Embedding(weight=weight)
         sizes = [features + action_embedding_size + 1] + [hidden_size] * num_layers
         self.cells = tuple(_gru(a, hidden_size, key=k) for a, k in zip(sizes, keys[4:]))
         self.policy_head = _Head(hidden_size, head_size, num_actions, 0.01, key=keys[2])
@@ -189,6 +215,7 @@ class RecurrentActorCritic(AbstractRecurrentNet):
         self.num_actions = num_actions
         self.hidden_size = hidden_size
         self.reset_at_episode_start = reset_at_episode_start
+        self.action_embedding_init = action_embedding_init
 
     def initial_carry(self) -> Float[Array, "num_layers hidden_size"]:
         """Zeros: one hidden state per GRU cell."""
