@@ -1,6 +1,7 @@
 """MuZero: a learned model (representation, dynamics, prediction) that azx's searches plan
 with, trained end to end on the unrolled model."""
 
+from ._model import LearnedModel as LearnedModel, Observation as Observation
 from ._nets import (
     MLPDynamics as MLPDynamics,
     MLPPrediction as MLPPrediction,
