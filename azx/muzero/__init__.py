@@ -1,6 +1,13 @@
 """MuZero: a learned model (representation, dynamics, prediction) that azx's searches plan
 with, trained end to end on the unrolled model."""
 
+from ._config import Config as Config
+from ._loss import (
+    LossParts as LossParts,
+    loss as loss,
+    scale_gradient as scale_gradient,
+    segment_loss as segment_loss,
+)
 from ._model import LearnedModel as LearnedModel, Observation as Observation
 from ._nets import (
     MLPDynamics as MLPDynamics,
@@ -10,6 +17,13 @@ from ._nets import (
     mlp_net as mlp_net,
     normalise_embedding as normalise_embedding,
 )
+from ._replay import (
+    ReplayState as ReplayState,
+    SegmentReplay as SegmentReplay,
+    Step as Step,
+    Targets as Targets,
+    unroll_targets as unroll_targets,
+)
 from ._scaling import (
     SCALING_EPSILON as SCALING_EPSILON,
     expected_value as expected_value,
@@ -18,3 +32,4 @@ from ._scaling import (
     two_hot as two_hot,
     unscale_value as unscale_value,
 )
+from ._trainer import Metrics as Metrics, MuZero as MuZero, TrainState as TrainState
