@@ -473,3 +473,52 @@ def plot_seeds(
     figure.suptitle(f"{title}: seeds {seeds[0]}-{seeds[-1]}", fontsize="medium")
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def plot_muzero_curve(
+    records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "MuZero"
+) -> None:
+    """A MuZero run's returns (training episodes, and evaluations with 95% intervals) and
+    its losses (policy, value, reward) against environment steps."""
+    plt = _pyplot()
+    from matplotlib.ticker import EngFormatter
+
+    figure, (returns, losses) = plt.subplots(
+        1, 2, figsize=(10, 4.5), constrained_layout=True, sharex=True
+    )
+    trained = [r for r in records if r.get("episode_return") is not None]
+    returns.plot(
+        [r["env_steps"] for r in trained],
+        [r["episode_return"] for r in trained],
+        color="tab:blue",
+        alpha=0.6,
+        label="self-play episodes (mean of each logged call)",
+    )
+    evaluated = [r for r in records if "eval" in r]
+    if evaluated:
+        _interval_bars(
+            returns,
+            [r["env_steps"] for r in evaluated],
+            [
+                (r["eval"]["return_mean"], r["eval"]["return_low"], r["eval"]["return_high"])
+                for r in evaluated
+            ],
+            color="tab:orange",
+            marker="o",
+            capsize=3,
+            label="evaluation, search without noise (95% interval)",
+        )
+    returns.set(xlabel="environment steps", ylabel="episode return", title="return")
+    if records:
+        returns.legend(fontsize="small")
+    logged = [r for r in records if "loss" in r]
+    for name in ("policy_loss", "value_loss", "reward_loss"):
+        losses.plot([r["env_steps"] for r in logged], [r[name] for r in logged], label=name)
+    losses.set(xlabel="environment steps", title="losses (mean over each logged call)")
+    if logged:
+        losses.legend(fontsize="small")
+    for axes in (returns, losses):
+        axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+    _title(figure, records, title)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)

@@ -246,3 +246,29 @@ def test_bad_configurations_are_refused():
         mz.Config(num_envs=4, buffer_capacity=8)
     with pytest.raises(ValueError, match="batch_size \\(10\\) must be a multiple"):
         mz.Config(num_envs=4, batch_size=10)
+
+
+def test_evaluate_plays_whole_episodes_with_the_search():
+    trainer, state = _trainer()
+    result = eqx.filter_jit(mz.evaluate)(
+        trainer, state.net, num_episodes=3, key=jax.random.key(0), max_steps=30
+    )
+    returns, lengths = np.asarray(result.returns), np.asarray(result.lengths)
+    # CartPole pays 1 per step: the return is the length; an episode cut at max_steps is
+    # marked unfinished.
+    np.testing.assert_array_equal(returns, lengths.astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(result.finished), lengths < 30)
+    assert np.all((lengths >= 1) & (lengths <= 30))
+    greedy = mz.greedy_search(trainer)
+    assert greedy.root_policy.gumbel_scale == 0.0
+    assert mz.greedy_search(_trainer(azx.search.PUCT(4))[0]).root_policy.temperature == 0.0
+
+
+def test_preset_round_trips_and_builds():
+    preset = azx.presets.get("muzero_cartpole")
+    assert azx.presets.from_dict(preset.to_dict()) == preset
+    trainer, state = preset.build(seed=0)
+    assert isinstance(trainer, mz.MuZero) and isinstance(state, mz.TrainState)
+    assert trainer.env_steps_per_iteration * preset.iterations >= 100_000
+    with pytest.raises(ValueError, match="taken by azx's own presets"):
+        azx.presets.register(preset)

@@ -2,6 +2,7 @@
 with, trained end to end on the unrolled model."""
 
 from ._config import Config as Config
+from ._evaluate import evaluate as evaluate, greedy_search as greedy_search
 from ._loss import (
     LossParts as LossParts,
     loss as loss,
