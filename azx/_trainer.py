@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import optax
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from ._numerics import third_party_numerics
@@ -161,6 +162,26 @@ def row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKeys:
     """One key per row, derived from the row's global index: a row's randomness is then
     the same whether it sits on one device or is sharded over many."""
     return jax.vmap(jax.random.fold_in, (None, 0))(key, first_row + jnp.arange(rows))
+
+
+def default_optimiser(config: Any) -> optax.GradientTransformation:
+    """AdamW with `config.learning_rate` (cosine-decayed to 3% of it over
+    `config.decay_iterations` iterations of `config.train_steps` updates, if set) and
+    `config.weight_decay`, after clipping gradients to `config.max_grad_norm` (0: no
+    clipping): the default optimiser of AlphaZero and MuZero."""
+    learning_rate = config.learning_rate
+    if config.decay_iterations is not None:
+        learning_rate = optax.cosine_decay_schedule(
+            config.learning_rate,
+            config.decay_iterations * config.train_steps,
+            alpha=0.03,
+        )
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm)
+        if config.max_grad_norm > 0
+        else optax.identity(),
+        optax.adamw(learning_rate, weight_decay=config.weight_decay),
+    )
 
 
 def rows_of(state: AbstractTrainState) -> int:

@@ -246,6 +246,8 @@ def test_bad_configurations_are_refused():
         mz.Config(num_envs=4, buffer_capacity=8)
     with pytest.raises(ValueError, match="batch_size \\(10\\) must be a multiple"):
         mz.Config(num_envs=4, batch_size=10)
+    with pytest.raises(ValueError, match="decay_iterations must be a positive int, got 0"):
+        mz.Config(decay_iterations=0)
 
 
 def test_evaluate_plays_whole_episodes_with_the_search():

@@ -31,6 +31,9 @@ class Config(eqx.Module):
     td_steps: int = 10
     """n: rewards summed before bootstrapping from a stored root value."""
     learning_rate: float = 1e-3
+    decay_iterations: int | None = None
+    """If set, the learning rate follows a cosine decay to 3% of `learning_rate` over
+    this many iterations (`step` calls); afterwards it stays there. `None`: constant."""
     weight_decay: float = 1e-4
     """Decoupled weight decay (AdamW); 0 switches it off."""
     max_grad_norm: float = 5.0
@@ -50,6 +53,8 @@ class Config(eqx.Module):
             "td_steps",
         ):
             check_positive_int(name, getattr(self, name))
+        if self.decay_iterations is not None:
+            check_positive_int("decay_iterations", self.decay_iterations)
         check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
         for name in ("weight_decay", "max_grad_norm", "value_loss_weight", "reward_loss_weight"):
             check_non_negative_number(name, getattr(self, name))

@@ -10,6 +10,7 @@ from .._numerics import third_party_numerics
 from .._trainer import (
     AbstractTrainer,
     AbstractTrainState,
+    default_optimiser,
     mean_over_updates,
     row_keys,
     rows_of,
@@ -152,15 +153,10 @@ class MuZero(AbstractTrainer[TrainState]):
 
     @property
     def optimiser(self) -> optax.GradientTransformation:
-        """AdamW with `config.learning_rate` and `config.weight_decay`, after clipping to
-        `config.max_grad_norm`."""
-        config = self.config
-        return optax.chain(
-            optax.clip_by_global_norm(config.max_grad_norm)
-            if config.max_grad_norm > 0
-            else optax.identity(),
-            optax.adamw(config.learning_rate, weight_decay=config.weight_decay),
-        )
+        """AdamW with `config.learning_rate` (cosine-decayed if `config.decay_iterations`
+        is set) and `config.weight_decay`, after clipping to `config.max_grad_norm`; built
+        when asked for, so that trainers of equal configurations compare equal."""
+        return default_optimiser(self.config)
 
     @property
     def num_envs(self) -> int:
