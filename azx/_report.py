@@ -484,7 +484,7 @@ def plot_muzero_curve(
     from matplotlib.ticker import EngFormatter
 
     figure, (returns, losses) = plt.subplots(
-        1, 2, figsize=(10, 4.5), constrained_layout=True, sharex=True
+        1, 2, figsize=(14, 4.5), constrained_layout=True, sharex=True
     )
     trained = [r for r in records if r.get("episode_return") is not None]
     returns.plot(

@@ -3,6 +3,7 @@ environment steps, and evaluations by the search over the learned model with its
 ([`azx.muzero.evaluate`][]).
 
     python -m benchmarks.muzero_cartpole --seeds 0 1 2 3 4
+    python -m benchmarks.muzero_cartpole --seeds 1 4 --config '{"td_steps": 10}'
 
 Prints, per seed, one line per `--report-every` iterations (environment steps, mean return
 of the self-play episodes that ended since the last line, losses, seconds of training so
@@ -11,6 +12,8 @@ minimum and 95% interval of the return over `--eval-episodes` episodes).
 """
 
 import argparse
+import dataclasses
+import json
 import time
 
 import equinox as eqx
@@ -27,8 +30,17 @@ def main(argv=None):
     parser.add_argument("--report-every", type=int, default=20)
     parser.add_argument("--eval-every", type=int, default=100)
     parser.add_argument("--eval-episodes", type=int, default=32)
+    parser.add_argument(
+        "--config", type=json.loads, default={}, help="JSON: changes to the preset's config"
+    )
+    parser.add_argument(
+        "--search-options", type=json.loads, default=None, help="JSON: the search's options"
+    )
     args = parser.parse_args(argv)
     preset = azx.presets.get("muzero_cartpole")
+    preset = preset.replace(config=dataclasses.replace(preset.config, **args.config))
+    if args.search_options is not None:
+        preset = preset.replace(search_options=args.search_options)
     iterations = args.iterations or preset.iterations
     evaluate = eqx.filter_jit(azx.muzero.evaluate)
     for seed in args.seeds:
