@@ -2,6 +2,11 @@
 the loss against a step-by-step re-computation, the trainer's shapes, sharding-free
 determinism and exact resume through a checkpoint."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -274,3 +279,19 @@ def test_preset_round_trips_and_builds():
     assert trainer.env_steps_per_iteration * preset.iterations >= 100_000
     with pytest.raises(ValueError, match="taken by azx's own presets"):
         azx.presets.register(preset)
+
+
+@pytest.mark.slow
+def test_four_devices_train_like_one():
+    here = pathlib.Path(__file__).parent
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    result = subprocess.run(
+        [sys.executable, str(here / "_muzero_sharded_run.py")],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "MUZERO SHARDED OK" in result.stdout
