@@ -244,6 +244,35 @@ def test_resume_through_a_checkpoint_equals_a_straight_run(tmp_path):
     _assert_states_equal(straight, train(restored, 2))
 
 
+def test_two_player_game_trains_with_alternating_discounts():
+    env = azx.envs.make("tic_tac_toe")
+    config = mz.Config(
+        num_envs=4,
+        collect_steps=6,
+        train_steps=1,
+        batch_size=8,
+        buffer_capacity=4 * 24,
+        unroll_steps=2,
+        td_steps=3,
+    )
+    trainer = mz.MuZero(env, azx.search.Gumbel(4), config)
+    net = mz.mlp_net(
+        env.observation_shape, env.num_actions, embedding_size=8, width=16, key=jax.random.key(0)
+    )
+    assert trainer.model(net).two_player
+    state = eqx.filter_jit(trainer.train)(trainer.init(net, key=jax.random.key(1)), 2)
+    steps = state.replay.steps
+    written = np.asarray(state.replay.written)
+    # Turns alternate in tic-tac-toe: every stored step's discount is -gamma.
+    np.testing.assert_array_equal(np.asarray(steps.discount)[written], -1.0)
+    # The mover's reward is +1 on a winning move and never negative (pgx pays a loss to
+    # the player who does not move).
+    rewards = np.asarray(steps.reward)[written]
+    assert set(np.unique(rewards)) <= {0.0, 1.0}
+    assert np.all(rewards[~np.asarray(steps.terminated)[written]] == 0.0)
+    assert int(state.metrics.updates_applied) == 1 and np.isfinite(float(state.metrics.loss))
+
+
 def test_bad_configurations_are_refused():
     with pytest.raises(ValueError, match="reuse_tree=False"):
         _trainer(azx.search.PUCT(4, reuse_tree=True))
