@@ -256,8 +256,9 @@ def test_two_player_game_trains_with_alternating_discounts():
         td_steps=3,
     )
     trainer = mz.MuZero(env, azx.search.Gumbel(4), config)
-    net = mz.mlp_net(
-        env.observation_shape, env.num_actions, embedding_size=8, width=16, key=jax.random.key(0)
+    # The residual networks (embeddings of 8 planes of 3x3) through the whole trainer.
+    net = mz.resnet_net(
+        env.observation_shape, env.num_actions, channels=8, num_blocks=1, key=jax.random.key(0)
     )
     assert trainer.model(net).two_player
     state = eqx.filter_jit(trainer.train)(trainer.init(net, key=jax.random.key(1)), 2)

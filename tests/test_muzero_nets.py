@@ -95,3 +95,34 @@ def test_networks_shapes_and_embedding_range(support_size):
         np.testing.assert_array_equal(np.asarray(value), np.asarray(value_head[:, 0]))
     with pytest.raises(ValueError, match="batch with jax.vmap"):
         net.represent(observations)
+
+
+@pytest.mark.parametrize("support_size", [None, 4])
+def test_residual_networks_shapes_and_embedding_range(support_size):
+    observation_shape, num_actions = (4, 5, 3), 6
+    net = mz.resnet_net(
+        observation_shape,
+        num_actions,
+        channels=8,
+        num_blocks=1,
+        support_size=support_size,
+        key=jax.random.key(0),
+    )
+    bins = 1 if support_size is None else 2 * support_size + 1
+    observations = jax.random.normal(jax.random.key(1), (3,) + observation_shape)
+    embedding = jax.vmap(net.represent)(observations)
+    assert embedding.shape == (3, 8, 4, 5)  # channels, then the image's height and width
+    actions = jnp.array([0, 2, 5], jnp.int32)
+    reward_head, next_embedding = jax.vmap(net.dynamics)(embedding, actions)
+    assert reward_head.shape == (3, bins) and next_embedding.shape == embedding.shape
+    logits, value_head = jax.vmap(net.prediction)(next_embedding)
+    assert logits.shape == (3, num_actions) and value_head.shape == (3, bins)
+    for e in (embedding, next_embedding):
+        flat = np.asarray(e).reshape(3, -1)
+        np.testing.assert_allclose(flat.min(-1), 0.0, atol=1e-6)
+        np.testing.assert_allclose(flat.max(-1), 1.0, atol=1e-6)
+    # The action matters to the dynamics: different actions, different next embeddings.
+    other = jax.vmap(net.dynamics)(embedding, (actions + 1) % num_actions)[1]
+    assert not np.allclose(np.asarray(other), np.asarray(next_embedding))
+    with pytest.raises(ValueError, match="batch with jax.vmap"):
+        net.represent(observations)

@@ -189,3 +189,37 @@ def test_mctx_search_refuses_a_model_with_chance():
     search = MctxPUCT(4)
     with pytest.raises(ValueError, match="has chance nodes"):
         search.search(model, search.init(env, 2), None, key=jax.random.key(0))
+
+
+def test_search_over_convolutional_embeddings_agrees_with_mctx():
+    env = azx.envs.make("tic_tac_toe")
+    net = mz.resnet_net(
+        env.observation_shape,
+        env.num_actions,
+        channels=8,
+        num_blocks=1,
+        support_size=3,
+        key=jax.random.key(4),
+    )
+    model = mz.LearnedModel(net=net, gamma=1.0, two_player=True)
+    states = random_positions(env, jax.random.key(0), BATCH, max_moves=5)
+    roots = mz.Observation(
+        observation=jax.vmap(env.observation)(states),
+        legal_action_mask=jax.vmap(env.legal_action_mask)(states),
+    )
+    root_policy = SequentialHalving(gumbel_scale=0.0)
+    native = Gumbel(SIMULATIONS, root_policy=root_policy)
+    reference = MctxGumbel(SIMULATIONS, root_policy=root_policy)
+
+    @eqx.filter_jit
+    def run(model, roots, key):
+        tree = native.init_for_states(jnp.zeros((8, 3, 3)), env.num_actions, BATCH)
+        out = native.search(model, tree, roots, key=key)
+        return out, out.tree.root_child_visits(), reference.model_policy_output(model, roots, key)
+
+    out, visits, ref = run(model, roots, jax.random.key(1))
+    np.testing.assert_array_equal(
+        np.asarray(visits), np.asarray(ref.search_tree.summary().visit_counts)
+    )
+    np.testing.assert_array_equal(np.asarray(out.action), np.asarray(ref.action))
+    assert out.tree.state.shape == (BATCH, SIMULATIONS + 1, 8, 3, 3)

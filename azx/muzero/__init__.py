@@ -25,6 +25,12 @@ from ._replay import (
     Targets as Targets,
     unroll_targets as unroll_targets,
 )
+from ._resnet import (
+    ResNetDynamics as ResNetDynamics,
+    ResNetPrediction as ResNetPrediction,
+    ResNetRepresentation as ResNetRepresentation,
+    resnet_net as resnet_net,
+)
 from ._scaling import (
     SCALING_EPSILON as SCALING_EPSILON,
     expected_value as expected_value,

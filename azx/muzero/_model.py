@@ -38,7 +38,7 @@ class LearnedModel(AbstractModel):
     gamma: float = eqx.field(static=True)
     two_player: bool = eqx.field(static=True, default=False)
 
-    def root(self, state: Observation) -> tuple[Float[Array, "batch embedding"], Evaluation]:
+    def root(self, state: Observation) -> tuple[Float[Array, " batch *embedding"], Evaluation]:
         embedding = jax.vmap(self.net.represent)(state.observation)
         logits, value = jax.vmap(self.net.predict)(embedding)
         legal = state.legal_action_mask
@@ -52,7 +52,7 @@ class LearnedModel(AbstractModel):
 
     def step(
         self,
-        state: Float[Array, "batch embedding"],
+        state: Float[Array, " batch *embedding"],
         action: Int[Array, " batch"],
         key: PRNGKeys,
     ) -> Transition:

@@ -13,8 +13,9 @@ from ..nets._common import as_float, check_shape, flat_size
 from ._scaling import expected_value, unscale_value
 
 
-def normalise_embedding(embedding: Float[Array, " embedding"]) -> Float[Array, " embedding"]:
-    """`embedding` rescaled to `[0, 1]` by its own minimum and maximum.
+def normalise_embedding(embedding: Float[Array, "*embedding"]) -> Float[Array, "*embedding"]:
+    """`embedding` (any shape: a vector, or a convolutional network's planes) rescaled to
+    `[0, 1]` by its own minimum and maximum.
 
     As in the MuZero paper: the dynamics network is applied to its own output again and
     again during an unroll and inside the search, and this keeps every embedding it sees,
@@ -167,7 +168,8 @@ class MuZeroNet(eqx.Module):
     """
 
     representation: eqx.Module
-    """`observation -> embedding`, e.g. [`azx.muzero.MLPRepresentation`][]."""
+    """`observation -> embedding`, e.g. [`azx.muzero.MLPRepresentation`][] (a vector) or
+    [`azx.muzero.ResNetRepresentation`][] (planes)."""
     dynamics: eqx.Module
     """`(embedding, action) -> (reward head, next embedding)`, e.g.
     [`azx.muzero.MLPDynamics`][]."""
@@ -182,7 +184,7 @@ class MuZeroNet(eqx.Module):
     @property
     def bins(self) -> int:
         """Outputs of the value and reward heads."""
-        return 1 if self.support_size is None else 2 * self.support_size + 1
+        return head_bins(self.support_size)
 
     def head_to_scalar(self, head: Float[Array, " bins"]) -> Float[Array, ""]:
         """A value or reward head's output as the scalar it predicts."""
@@ -191,19 +193,19 @@ class MuZeroNet(eqx.Module):
         probabilities = jax.nn.softmax(head)
         return unscale_value(expected_value(probabilities, self.support_size))
 
-    def represent(self, observation: Shaped[Array, "..."]) -> Float[Array, " embedding"]:
+    def represent(self, observation: Shaped[Array, "..."]) -> Float[Array, "*embedding"]:
         """The embedding of one observation."""
         return self.representation(observation)
 
     def step(
-        self, embedding: Float[Array, " embedding"], action: Int[Array, ""]
-    ) -> tuple[Float[Array, ""], Float[Array, " embedding"]]:
+        self, embedding: Float[Array, "*embedding"], action: Int[Array, ""]
+    ) -> tuple[Float[Array, ""], Float[Array, "*embedding"]]:
         """The predicted reward of `action` and the next embedding."""
         reward_head, next_embedding = self.dynamics(embedding, action)
         return self.head_to_scalar(reward_head), next_embedding
 
     def predict(
-        self, embedding: Float[Array, " embedding"]
+        self, embedding: Float[Array, "*embedding"]
     ) -> tuple[Float[Array, " num_actions"], Float[Array, ""]]:
         """Policy logits and value of an embedding."""
         logits, value_head = self.prediction(embedding)
@@ -222,16 +224,21 @@ def mlp_net(
 ) -> MuZeroNet:
     """A [`azx.muzero.MuZeroNet`][] of three fully connected networks of `width` units and
     `depth` hidden layers each; `support_size` as in `MuZeroNet`."""
-    if support_size is not None:
-        check_positive_int("support_size", support_size)
-    bins = 1 if support_size is None else 2 * support_size + 1
-    representation_key, dynamics_key, prediction_key = jax.random.split(key, 3)
+    bins = head_bins(support_size)
+    keys = jax.random.split(key, 3)
     sizes = dict(width=width, depth=depth)
     return MuZeroNet(
-        representation=MLPRepresentation(
-            observation_shape, embedding_size, **sizes, key=representation_key
-        ),
-        dynamics=MLPDynamics(embedding_size, num_actions, bins, **sizes, key=dynamics_key),
-        prediction=MLPPrediction(embedding_size, num_actions, bins, **sizes, key=prediction_key),
+        representation=MLPRepresentation(observation_shape, embedding_size, **sizes, key=keys[0]),
+        dynamics=MLPDynamics(embedding_size, num_actions, bins, **sizes, key=keys[1]),
+        prediction=MLPPrediction(embedding_size, num_actions, bins, **sizes, key=keys[2]),
         support_size=support_size,
     )
+
+
+def head_bins(support_size: int | None) -> int:
+    """Outputs of a value or reward head: 1 for a scalar (`support_size=None`), else the
+    `2 * support_size + 1` atoms of the support."""
+    if support_size is None:
+        return 1
+    check_positive_int("support_size", support_size)
+    return 2 * support_size + 1
