@@ -31,7 +31,6 @@ from ._report import (
     play_episodes,
     plot_episodes_curve,
     plot_learning_curve,
-    plot_muzero_curve,
     plot_return_curve,
     return_record,
 )
@@ -655,6 +654,7 @@ class MuZeroRecipe(AbstractRecipe):
         names = ("loss", "policy_loss", "value_loss", "reward_loss")
         record = {name: float(np.mean(np.asarray(getattr(history, name)))) for name in names}
         return record | {
+            "entropy": float(np.mean(np.asarray(history.policy_entropy))),
             "episodes": finished,
             "episode_return": per_episode(history.episode_return),
             "episode_length": per_episode(history.episode_length),
@@ -670,16 +670,14 @@ class MuZeroRecipe(AbstractRecipe):
         phase(f"evaluating the search ({self.eval_episodes} episodes)")
         return self._evaluate(trainer, state, self.eval_episodes, key)
 
-    def evaluation_lines(self, results):
-        return [describe_return(results)]
-
-    def progress(self, record):
-        episode_return = record["episode_return"]
-        shown = "-" if episode_return is None else f"{episode_return:.3g}"
-        return f"return {shown} | {record['steps_per_s']:.0f} steps/s"
+    # Episodes' returns, summed up and printed as PPO's are.
+    evaluation_lines = PPORecipe.evaluation_lines
+    progress = PPORecipe.progress
+    headline = PPORecipe.headline
 
     def plot(self, records, path, *, title):
-        plot_muzero_curve(records, path, title=title)
+        # PPO's picture: returns, the value loss, the policy loss and entropy.
+        plot_return_curve(records, path, title=title)
 
     def agent(self, net, kind, num_simulations):
         raise RunError("an arena agent needs an AlphaZero run; this is a muzero run")
@@ -694,9 +692,6 @@ class MuZeroRecipe(AbstractRecipe):
         line = f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"
         result = {"run": str(run.directory), "iteration": run.iteration, "seed": seed, **record}
         return result, "search", [line]
-
-    def headline(self, results):
-        return {"return": results["return_mean"]}
 
 
 _muzero_evaluate = eqx.filter_jit(muzero_evaluate)

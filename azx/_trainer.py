@@ -137,19 +137,39 @@ class AbstractTrainer(eqx.Module, Generic[State]):
             (params, opt_state),
         )
 
-    def play_moves(self, move, state: State, key: PRNGKey, num_moves: int):
+    def play_moves(self, move, state: State, key: PRNGKey, num_moves: int) -> State:
         """`num_moves` self-play moves, `move(state, key, first_row) -> (state, finished)`
         each under `fold_in(key, index)`, in one `lax.scan`; `finished` (per move: games
         ended, their summed return, their summed length, the summed root value) added up
-        over the moves and the shards. Returns `(state, (episodes, return_sum, length_sum,
-        root_sum))`."""
+        over the moves and the shards into `state.metrics`: `episodes`, the means
+        `episode_return` and `episode_length` over those games (0 when none ended), and
+        `root_value`, the mean over every move of every row."""
         first_row = self.first_row(rows_of(state))
 
         def play(state, index):
             return move(state, jax.random.fold_in(key, index), first_row)
 
         state, finished = jax.lax.scan(play, state, jnp.arange(num_moves))
-        return state, tuple(self.sum_over_shards(jnp.sum(x)) for x in finished)
+        episodes, return_sum, length_sum, root_sum = (
+            self.sum_over_shards(jnp.sum(x)) for x in finished
+        )
+        finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
+        moves = self.num_envs * num_moves
+        return eqx.tree_at(
+            lambda s: (
+                s.metrics.episodes,
+                s.metrics.episode_return,
+                s.metrics.episode_length,
+                s.metrics.root_value,
+            ),
+            state,
+            (
+                episodes.astype(jnp.int32),
+                return_sum / finished_games,
+                length_sum.astype(jnp.float32) / finished_games,
+                root_sum / moves,
+            ),
+        )
 
     def first_row(self, rows: int) -> Int[Array, ""]:
         """Global index of this shard's first row, for a shard of `rows` rows."""

@@ -14,24 +14,13 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+from test_muzero import _trainer  # noqa: E402
+
 import azx  # noqa: E402
-import azx.muzero as mz  # noqa: E402
 
 
 def main():
-    env = azx.envs.make("gymnax:CartPole-v1")
-    config = mz.Config(
-        num_envs=4,
-        collect_steps=4,
-        train_steps=2,
-        batch_size=16,
-        buffer_capacity=4 * 32,
-        unroll_steps=3,
-        td_steps=4,
-    )
-    trainer = mz.MuZero(env, azx.search.Gumbel(4, gamma=0.99), config)
-    net = mz.mlp_net((4,), 2, embedding_size=8, width=16, support_size=5, key=jax.random.key(0))
-    state = trainer.init(net, key=jax.random.key(1))
+    trainer, state = _trainer()  # the tests' small CartPole setup
     keys = jax.random.split(jax.random.key(2), 3)
     single = state
     for key in keys:

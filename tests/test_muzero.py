@@ -145,7 +145,7 @@ def test_segment_loss_equals_a_step_by_step_computation(support_size):
     )
     window = _window(R, G, V, terminated=[1])
     targets = mz.unroll_targets(window, K, N)
-    policy, value, reward = mz.segment_loss(
+    policy, value, reward, entropy = mz.segment_loss(
         net, window.observation[0], targets, value_loss_weight=0.25, reward_loss_weight=1.0
     )
 
@@ -170,6 +170,8 @@ def test_segment_loss_equals_a_step_by_step_computation(support_size):
         weight = 1.0 if k == 0 else 1.0 / K
         logits, value_head = net.prediction(embedding)
         log_pi = np.asarray(jax.nn.log_softmax(logits), np.float64)
+        if k == 0:
+            expected_entropy = -float(np.sum(np.exp(log_pi) * log_pi))
         expected_policy += weight * mask[k] * -float(np.sum([0.25, 0.75] * log_pi))
         expected_value += weight * mask[k] * head_loss(value_head, value_target[k])
         if k < K:
@@ -178,6 +180,7 @@ def test_segment_loss_equals_a_step_by_step_computation(support_size):
     np.testing.assert_allclose(float(policy), expected_policy, rtol=1e-5)
     np.testing.assert_allclose(float(value), 0.25 * expected_value, rtol=1e-5)
     np.testing.assert_allclose(float(reward), expected_reward, rtol=1e-5)
+    np.testing.assert_allclose(float(entropy), expected_entropy, rtol=1e-5)
 
 
 def _assert_states_equal(a, b):

@@ -495,28 +495,9 @@ class AlphaZero(AbstractTrainer[TrainState]):
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the buffer; games
         that end are restarted. Sets the self-play fields of `state.metrics`."""
-        state, (episodes, return_sum, length_sum, root_sum) = self.play_moves(
-            self._self_play_move, state, key, self.config.collect_steps
-        )
-        finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
-        moves = self.config.num_envs * self.config.collect_steps
-        return eqx.tree_at(
-            lambda s: (
-                s.metrics.episodes,
-                s.metrics.episode_return,
-                s.metrics.episode_length,
-                s.metrics.root_value,
-                s.metrics.buffer_positions,
-            ),
-            state,
-            (
-                episodes.astype(jnp.int32),
-                return_sum / finished_games,
-                length_sum.astype(jnp.float32) / finished_games,
-                root_sum / moves,
-                self.sum_over_shards(self.buffer.num_valid(state.buffer)),
-            ),
-        )
+        state = self.play_moves(self._self_play_move, state, key, self.config.collect_steps)
+        positions = self.sum_over_shards(self.buffer.num_valid(state.buffer))
+        return eqx.tree_at(lambda s: s.metrics.buffer_positions, state, positions)
 
     def learn(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`train_steps` gradient updates on minibatches from the buffer (each skipped if

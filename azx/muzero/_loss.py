@@ -19,6 +19,8 @@ class LossParts(eqx.Module):
     policy_loss: Float[Array, ""]
     value_loss: Float[Array, ""]
     reward_loss: Float[Array, ""]
+    policy_entropy: Float[Array, ""]
+    """Entropy of the prediction's policy at the segments' first observations."""
     count: Float[Array, ""]
     """Real segments in the batch."""
 
@@ -44,8 +46,9 @@ def segment_loss(
     *,
     value_loss_weight: float = 0.25,
     reward_loss_weight: float = 1.0,
-) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
-    """Policy, value and reward losses of ONE segment: `(policy, value, reward)`, each the
+) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
+    """Policy, value and reward losses of ONE segment, and the entropy of the policy at its
+    first observation: `(policy, value, reward, entropy)`, the losses each the
     sum over unroll steps `k = 0 ... K`, steps after the first weighted `1/K` (so the
     unroll counts as much as the root however long it is), masked past the episode's end.
 
@@ -59,6 +62,8 @@ def segment_loss(
     for k in range(unroll_steps + 1):
         weight = 1.0 if k == 0 else 1.0 / unroll_steps
         logits, value_head = net.prediction(embedding)
+        if k == 0:
+            entropy = -jnp.sum(jax.nn.softmax(logits) * jax.nn.log_softmax(logits))
         mask = targets.mask[k].astype(jnp.float32) * weight
         cross_entropy = -jnp.sum(targets.policy_target[k] * jax.nn.log_softmax(logits))
         policy_loss += mask * cross_entropy
@@ -70,7 +75,8 @@ def segment_loss(
         # The k-th action's reward is the (k + 1)-th unroll step's prediction.
         reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
         reward_loss += reward_weight * _head_loss(net, reward_head, targets.reward_target[k])
-    return policy_loss, value_loss_weight * value_loss, reward_loss_weight * reward_loss
+    value_loss, reward_loss = value_loss_weight * value_loss, reward_loss_weight * reward_loss
+    return policy_loss, value_loss, reward_loss, jax.lax.stop_gradient(entropy)
 
 
 def loss(
@@ -83,7 +89,7 @@ def loss(
     reward_loss_weight: float = 1.0,
 ) -> LossParts:
     """[`azx.muzero.segment_loss`][] summed over a batch's real segments (`valid`)."""
-    policy, value, reward = jax.vmap(
+    policy, value, reward, entropy = jax.vmap(
         lambda o, t: segment_loss(
             net,
             o,
@@ -93,11 +99,12 @@ def loss(
         )
     )(observation, targets)
     weight = valid.astype(jnp.float32)
-    parts = [jnp.sum(weight * x) for x in (policy, value, reward)]
+    parts = [jnp.sum(weight * x) for x in (policy, value, reward, entropy)]
     return LossParts(
         loss=parts[0] + parts[1] + parts[2],
         policy_loss=parts[0],
         value_loss=parts[1],
         reward_loss=parts[2],
+        policy_entropy=parts[3],
         count=jnp.sum(weight),
     )

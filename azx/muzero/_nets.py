@@ -27,6 +27,11 @@ def normalise_embedding(embedding: Float[Array, "*embedding"]) -> Float[Array, "
     return (embedding - low) / jnp.maximum(high - low, 1e-8)
 
 
+def _check_sizes(**sizes: int) -> None:
+    for name, value in sizes.items():
+        check_positive_int(name, value)
+
+
 def _mlp(in_size: int, width: int, depth: int, key: PRNGKey) -> eqx.nn.MLP:
     return eqx.nn.MLP(
         in_size,
@@ -59,9 +64,7 @@ class MLPRepresentation(eqx.Module):
         """**Arguments:** the observation's shape, the embedding's size, hidden `width` and
         `depth` (layers, at least 1), and the initial weights' `key` (keyword-only)."""
         self.observation_shape = check_shape(observation_shape)
-        for name, value in (("embedding_size", embedding_size), ("width", width)):
-            check_positive_int(name, value)
-        check_positive_int("depth", depth)
+        _check_sizes(embedding_size=embedding_size, width=width, depth=depth)
         trunk_key, head_key = jax.random.split(key)
         self.trunk = _mlp(flat_size(self.observation_shape), width, depth, trunk_key)
         self.head = eqx.nn.Linear(width, embedding_size, key=head_key)
@@ -97,14 +100,13 @@ class MLPDynamics(eqx.Module):
         depth: int = 2,
         key: PRNGKey,
     ):
-        for name, value in (
-            ("embedding_size", embedding_size),
-            ("num_actions", num_actions),
-            ("reward_bins", reward_bins),
-            ("width", width),
-            ("depth", depth),
-        ):
-            check_positive_int(name, value)
+        _check_sizes(
+            embedding_size=embedding_size,
+            num_actions=num_actions,
+            reward_bins=reward_bins,
+            width=width,
+            depth=depth,
+        )
         trunk_key, embedding_key, reward_key = jax.random.split(key, 3)
         self.trunk = _mlp(embedding_size + num_actions, width, depth, trunk_key)
         self.embedding_head = eqx.nn.Linear(width, embedding_size, key=embedding_key)
@@ -137,14 +139,13 @@ class MLPPrediction(eqx.Module):
         depth: int = 2,
         key: PRNGKey,
     ):
-        for name, value in (
-            ("embedding_size", embedding_size),
-            ("num_actions", num_actions),
-            ("value_bins", value_bins),
-            ("width", width),
-            ("depth", depth),
-        ):
-            check_positive_int(name, value)
+        _check_sizes(
+            embedding_size=embedding_size,
+            num_actions=num_actions,
+            value_bins=value_bins,
+            width=width,
+            depth=depth,
+        )
         trunk_key, policy_key, value_key = jax.random.split(key, 3)
         self.trunk = _mlp(embedding_size, width, depth, trunk_key)
         self.policy_head = eqx.nn.Linear(width, num_actions, key=policy_key)

@@ -33,6 +33,8 @@ class Metrics(eqx.Module):
     policy_loss: Float[Array, ""]
     value_loss: Float[Array, ""]
     reward_loss: Float[Array, ""]
+    policy_entropy: Float[Array, ""]
+    """Mean entropy of the prediction's policy at the segments' first observations."""
     updates_applied: Int[Array, ""]
     """Learner updates that had data (the first steps have none: no complete segment)."""
     episodes: Int[Array, ""]
@@ -78,6 +80,7 @@ def _zero_metrics() -> Metrics:
         policy_loss=zero,
         value_loss=zero,
         reward_loss=zero,
+        policy_entropy=zero,
         updates_applied=count,
         episodes=count,
         episode_return=zero,
@@ -262,28 +265,10 @@ class MuZero(AbstractTrainer[TrainState]):
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the replay; games
         that end are restarted. Sets the self-play fields of `state.metrics`."""
-        state, (episodes, return_sum, length_sum, root_sum) = self.play_moves(
-            self._move, state, key, self.config.collect_steps
-        )
-        finished = jnp.maximum(episodes, 1).astype(jnp.float32)
-        moves = self.config.num_envs * self.config.collect_steps
+        state = self.play_moves(self._move, state, key, self.config.collect_steps)
         segments = jnp.sum(self.replay.sampleable(state.replay), dtype=jnp.int32)
         return eqx.tree_at(
-            lambda s: (
-                s.metrics.episodes,
-                s.metrics.episode_return,
-                s.metrics.episode_length,
-                s.metrics.root_value,
-                s.metrics.replay_segments,
-            ),
-            state,
-            (
-                episodes.astype(jnp.int32),
-                return_sum / finished,
-                length_sum.astype(jnp.float32) / finished,
-                root_sum / moves,
-                self.sum_over_shards(segments),
-            ),
+            lambda s: s.metrics.replay_segments, state, self.sum_over_shards(segments)
         )
 
     def _learn(self, state: TrainState, key: PRNGKey, first_row):
@@ -330,7 +315,13 @@ class MuZero(AbstractTrainer[TrainState]):
         state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
         means = [
             mean_over_updates(total, parts.count)[0]
-            for total in (parts.loss, parts.policy_loss, parts.value_loss, parts.reward_loss)
+            for total in (
+                parts.loss,
+                parts.policy_loss,
+                parts.value_loss,
+                parts.reward_loss,
+                parts.policy_entropy,
+            )
         ]
         applied = mean_over_updates(parts.loss, parts.count)[1]
         return eqx.tree_at(
@@ -339,6 +330,7 @@ class MuZero(AbstractTrainer[TrainState]):
                 s.metrics.policy_loss,
                 s.metrics.value_loss,
                 s.metrics.reward_loss,
+                s.metrics.policy_entropy,
                 s.metrics.updates_applied,
             ),
             state,
