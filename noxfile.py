@@ -45,7 +45,8 @@ def docs(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Search throughput (native vs mctx), training throughput of the AlphaZero presets,
     and PPO throughput (azx vs rejax, which runs in a virtual environment of its own,
-    created on first use under ~/.cache/azx).
+    created on first use under ~/.cache/azx), and the search over MuZero's learned model
+    (native vs mctx).
 
     `nox -s bench -- --quick` runs the search benchmark on connect_four only.
     """
@@ -53,3 +54,4 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.search", *session.posargs)
     session.run("python", "-m", "benchmarks.train")
     session.run("python", "-m", "benchmarks.ppo")
+    session.run("python", "-m", "benchmarks.muzero_search")

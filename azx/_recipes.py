@@ -32,9 +32,11 @@ from ._report import (
     plot_episodes_curve,
     plot_learning_curve,
     plot_return_curve,
+    return_record,
 )
 from ._validate import check_positive_int
 from .alphazero import AlphaZero, Config
+from .muzero import Config as MuZeroConfig, MuZero, evaluate as muzero_evaluate, mlp_net
 
 
 class AbstractRecipe(abc.ABC):
@@ -596,3 +598,111 @@ RECIPES: dict[str, type[AbstractRecipe]] = {
     recipe.name: recipe for recipe in (AlphaZeroRecipe, PPORecipe)
 }
 """Every recipe, by the name `config.json` gives it."""
+
+
+# ----------------------------------------------------------------------------- MuZero
+
+
+@dataclasses.dataclass(frozen=True)
+class MuZeroRecipe(AbstractRecipe):
+    """MuZero ([`azx.muzero.MuZero`][]) on single-player environments: its search, and how
+    `azx train` evaluates it (episodes played by the search over the learned model, its
+    exploration off: [`azx.muzero.evaluate`][])."""
+
+    name: ClassVar[str] = "muzero"
+    config_class: ClassVar[type] = MuZeroConfig
+    train_options: ClassVar[dict[str, str]] = {"eval_episodes": "eval_episodes"}
+    eval_options: ClassVar[tuple[str, ...]] = ("episodes",)
+    networks: ClassVar[tuple[str, ...]] = ("mlp",)
+    plays_games: ClassVar[bool] = False
+    field_types: ClassVar[dict[str, tuple[str, ...]]] = {
+        "str": ("search",),
+        "dict": ("search_options",),
+    }
+
+    search: str = "gumbel"
+    """`"puct"` or `"gumbel"` (native search over the learned model)."""
+    search_options: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"num_simulations": 16}
+    )
+    """Options of [`azx.search.make`][], `num_simulations` among them (and `gamma`, the
+    discount of the search and of the targets)."""
+    eval_episodes: int = 32
+    """Episodes per evaluation in `azx train` (and the default of `azx eval`)."""
+
+    def __post_init__(self):
+        check_types(vars(self), **self.field_types)
+        check_positive_int("eval_episodes", self.eval_episodes)
+        if "num_simulations" not in self.search_options:
+            raise ValueError(
+                f"search_options must give num_simulations, got {self.search_options!r}"
+            )
+
+    def make_network(self, network, options, env, *, key):
+        return mlp_net(env.observation_shape, env.num_actions, key=key, **options)
+
+    def make_trainer(self, env, config):
+        options = dict(self.search_options)
+        num_simulations = options.pop("num_simulations")
+        return MuZero(env, search.make(self.search, num_simulations, **options), config)
+
+    def check_training(self, env):
+        if env.num_players != 1:
+            raise ValueError(
+                f"the muzero recipe evaluates single-player environments; this one has "
+                f"num_players={env.num_players}"
+            )
+
+    def record(self, trainer, state, history, rate):
+        episodes = np.asarray(history.episodes)
+        finished = int(np.sum(episodes))
+
+        def per_episode(values) -> float | None:
+            return float(np.sum(episodes * np.asarray(values))) / finished if finished else None
+
+        names = ("loss", "policy_loss", "value_loss", "reward_loss")
+        record = {name: float(np.mean(np.asarray(getattr(history, name)))) for name in names}
+        return record | {
+            "entropy": float(np.mean(np.asarray(history.policy_entropy))),
+            "episodes": finished,
+            "episode_return": per_episode(history.episode_return),
+            "episode_length": per_episode(history.episode_length),
+            "root_value": float(np.mean(np.asarray(history.root_value))),
+            "steps_per_s": rate,
+        }
+
+    def _evaluate(self, trainer, state, num_episodes: int, key) -> dict[str, Any]:
+        result = _muzero_evaluate(trainer, state.net, num_episodes=num_episodes, key=key)
+        return return_record(result, greedy=True)
+
+    def evaluate(self, trainer, state, *, key, phase):
+        phase(f"evaluating the search ({self.eval_episodes} episodes)")
+        return self._evaluate(trainer, state, self.eval_episodes, key)
+
+    # Episodes' returns, summed up and printed as PPO's are.
+    evaluation_lines = PPORecipe.evaluation_lines
+    progress = PPORecipe.progress
+    headline = PPORecipe.headline
+
+    def plot(self, records, path, *, title):
+        # PPO's picture: returns, the value loss, the policy loss and entropy.
+        plot_return_curve(records, path, title=title)
+
+    def agent(self, net, kind, num_simulations):
+        raise RunError("an arena agent needs an AlphaZero run; this is a muzero run")
+
+    def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
+        del greedy  # the search plays without exploration
+        return _muzero_evaluate(trainer, state.net, num_episodes=num_episodes, key=key)
+
+    def evaluate_run(self, run, options, *, seed):
+        episodes = self.eval_episodes if options["episodes"] is None else options["episodes"]
+        record = self._evaluate(run.trainer, run.state, episodes, jax.random.key(seed))
+        line = f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"
+        result = {"run": str(run.directory), "iteration": run.iteration, "seed": seed, **record}
+        return result, "search", [line]
+
+
+_muzero_evaluate = eqx.filter_jit(muzero_evaluate)
+
+RECIPES[MuZeroRecipe.name] = MuZeroRecipe

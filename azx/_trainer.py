@@ -11,8 +11,10 @@ from typing import Any, ClassVar, Generic, TypeVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Int, PyTree
+import optax
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
+from ._numerics import third_party_numerics
 from ._types import PRNGKey, PRNGKeys
 from .envs import AbstractEnv
 
@@ -111,6 +113,64 @@ class AbstractTrainer(eqx.Module, Generic[State]):
             return x
         return jax.tree.map(lambda leaf: jax.lax.psum(leaf, self.axis_name), x)
 
+    def apply_gradients(
+        self,
+        optimiser: Any,
+        params: PyTree[Array],
+        opt_state: PyTree[Array],
+        grads: PyTree[Array],
+        count: Float[Array, ""],
+    ) -> tuple[PyTree[Array], PyTree[Array]]:
+        """One learner update from gradients summed over this shard's `count` examples:
+        the sums added over shards and divided by the total count, then the optimiser's
+        step; with no example anywhere (nothing to learn from yet), the parameters and the
+        optimiser's state stay as they were. Returns `(params, opt_state)`."""
+        total = self.sum_over_shards(count)
+        grads = jax.tree.map(lambda g: self.sum_over_shards(g) / jnp.maximum(total, 1.0), grads)
+        with third_party_numerics():
+            updates, new_opt_state = optimiser.update(grads, opt_state, params)
+        new_params = eqx.apply_updates(params, updates)
+        has_data = total > 0
+        return jax.tree.map(
+            lambda new, old: jnp.where(has_data, new, old),
+            (new_params, new_opt_state),
+            (params, opt_state),
+        )
+
+    def play_moves(self, move, state: State, key: PRNGKey, num_moves: int) -> State:
+        """`num_moves` self-play moves, `move(state, key, first_row) -> (state, finished)`
+        each under `fold_in(key, index)`, in one `lax.scan`; `finished` (per move: games
+        ended, their summed return, their summed length, the summed root value) added up
+        over the moves and the shards into `state.metrics`: `episodes`, the means
+        `episode_return` and `episode_length` over those games (0 when none ended), and
+        `root_value`, the mean over every move of every row."""
+        first_row = self.first_row(rows_of(state))
+
+        def play(state, index):
+            return move(state, jax.random.fold_in(key, index), first_row)
+
+        state, finished = jax.lax.scan(play, state, jnp.arange(num_moves))
+        episodes, return_sum, length_sum, root_sum = (
+            self.sum_over_shards(jnp.sum(x)) for x in finished
+        )
+        finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
+        moves = self.num_envs * num_moves
+        return eqx.tree_at(
+            lambda s: (
+                s.metrics.episodes,
+                s.metrics.episode_return,
+                s.metrics.episode_length,
+                s.metrics.root_value,
+            ),
+            state,
+            (
+                episodes.astype(jnp.int32),
+                return_sum / finished_games,
+                length_sum.astype(jnp.float32) / finished_games,
+                root_sum / moves,
+            ),
+        )
+
     def first_row(self, rows: int) -> Int[Array, ""]:
         """Global index of this shard's first row, for a shard of `rows` rows."""
         if self.axis_name is None:
@@ -122,6 +182,42 @@ def row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKeys:
     """One key per row, derived from the row's global index: a row's randomness is then
     the same whether it sits on one device or is sharded over many."""
     return jax.vmap(jax.random.fold_in, (None, 0))(key, first_row + jnp.arange(rows))
+
+
+def default_optimiser(config: Any) -> optax.GradientTransformation:
+    """AdamW with `config.learning_rate` (cosine-decayed to 3% of it over
+    `config.decay_iterations` iterations of `config.train_steps` updates, if set) and
+    `config.weight_decay`, after clipping gradients to `config.max_grad_norm` (0: no
+    clipping): the default optimiser of AlphaZero and MuZero."""
+    learning_rate = config.learning_rate
+    if config.decay_iterations is not None:
+        learning_rate = optax.cosine_decay_schedule(
+            config.learning_rate,
+            config.decay_iterations * config.train_steps,
+            alpha=0.03,
+        )
+    return optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm)
+        if config.max_grad_norm > 0
+        else optax.identity(),
+        optax.adamw(learning_rate, weight_decay=config.weight_decay),
+    )
+
+
+def rows_of(state: AbstractTrainState) -> int:
+    """Environment rows of `state` (on this shard)."""
+    return jax.tree.leaves(getattr(state, state.row_fields[0]))[0].shape[0]
+
+
+def mean_over_updates(total: Float[Array, " updates"], count: Float[Array, " updates"]):
+    """The mean over the updates that had data (`count > 0`) of each update's mean
+    `total / count`: what a learner reports over its `train_steps` updates. Returns the
+    mean and the number of such updates."""
+    applied = count > 0
+    num_applied = jnp.sum(applied, dtype=jnp.int32)
+    per_update = total / jnp.maximum(count, 1.0)
+    denominator = jnp.maximum(num_applied, 1).astype(jnp.float32)
+    return jnp.sum(jnp.where(applied, per_update, 0.0)) / denominator, num_applied
 
 
 def select_rows(mask: Bool[Array, "*rows"], new: PyTree[Array], old: PyTree[Array]):

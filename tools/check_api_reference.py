@@ -21,6 +21,7 @@ PAGES = {  # package -> its page under site/api/
     "azx.buffer": "buffer",
     "azx.checkpoint": "checkpoint",
     "azx.envs": "envs",
+    "azx.muzero": "muzero",
     "azx.nets": "nets",
     "azx.parallel": "parallel",
     "azx.ppo": "ppo",

@@ -8,7 +8,14 @@ import optax
 from jaxtyping import Array, Float, Int, PyTree
 
 from .._numerics import third_party_numerics
-from .._trainer import AbstractTrainer, AbstractTrainState, row_keys, select_rows
+from .._trainer import (
+    AbstractTrainer,
+    AbstractTrainState,
+    default_optimiser,
+    mean_over_updates,
+    row_keys,
+    select_rows,
+)
 from .._types import EnvState, PRNGKey
 from ..buffer import Batch, BufferState, Experience, ReplayBuffer
 from ..envs import AbstractEnv
@@ -186,20 +193,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
         once."""
         if self.custom_optimiser is not None:
             return self.custom_optimiser
-        config = self.config
-        learning_rate = config.learning_rate
-        if config.decay_iterations is not None:
-            learning_rate = optax.cosine_decay_schedule(
-                config.learning_rate,
-                config.decay_iterations * config.train_steps,
-                alpha=0.03,
-            )
-        return optax.chain(
-            optax.clip_by_global_norm(config.max_grad_norm)
-            if config.max_grad_norm > 0
-            else optax.identity(),
-            optax.adamw(learning_rate, weight_decay=config.weight_decay),
-        )
+        return default_optimiser(self.config)
 
     @property
     def num_envs(self) -> int:
@@ -490,18 +484,10 @@ class AlphaZero(AbstractTrainer[TrainState]):
             return parts.loss, parts
 
         grads, parts = jax.grad(objective, has_aux=True)(state.params)
-        # Sums over this shard's positions; add the shards up, then divide by the total.
-        count = self.sum_over_shards(parts.count)
-        grads = jax.tree.map(lambda g: self.sum_over_shards(g) / jnp.maximum(count, 1.0), grads)
-        with third_party_numerics():
-            updates, opt_state = self.optimiser.update(grads, state.opt_state, state.params)
-        params = eqx.apply_updates(state.params, updates)
-        # No position with a known target yet: skip the update rather than learn from filler.
-        has_data = count > 0
-        params, opt_state = jax.tree.map(
-            lambda new, old: jnp.where(has_data, new, old),
-            (params, opt_state),
-            (state.params, state.opt_state),
+        # Sums over this shard's positions; with no position with a known target yet, the
+        # update is skipped rather than learnt from filler.
+        params, opt_state = self.apply_gradients(
+            self.optimiser, state.params, state.opt_state, grads, parts.count
         )
         parts = self.sum_over_shards(parts)
         return eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state)), parts
@@ -509,35 +495,9 @@ class AlphaZero(AbstractTrainer[TrainState]):
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the buffer; games
         that end are restarted. Sets the self-play fields of `state.metrics`."""
-        rows = state.episode_return.shape[0]
-        first_row = self.first_row(rows)
-
-        def play(state, index):
-            return self._self_play_move(state, jax.random.fold_in(key, index), first_row)
-
-        state, finished = jax.lax.scan(play, state, jnp.arange(self.config.collect_steps))
-        episodes, return_sum, length_sum, root_sum = (
-            self.sum_over_shards(jnp.sum(x)) for x in finished
-        )
-        finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
-        moves = self.config.num_envs * self.config.collect_steps
-        return eqx.tree_at(
-            lambda s: (
-                s.metrics.episodes,
-                s.metrics.episode_return,
-                s.metrics.episode_length,
-                s.metrics.root_value,
-                s.metrics.buffer_positions,
-            ),
-            state,
-            (
-                episodes.astype(jnp.int32),
-                return_sum / finished_games,
-                length_sum.astype(jnp.float32) / finished_games,
-                root_sum / moves,
-                self.sum_over_shards(self.buffer.num_valid(state.buffer)),
-            ),
-        )
+        state = self.play_moves(self._self_play_move, state, key, self.config.collect_steps)
+        positions = self.sum_over_shards(self.buffer.num_valid(state.buffer))
+        return eqx.tree_at(lambda s: s.metrics.buffer_positions, state, positions)
 
     def learn(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`train_steps` gradient updates on minibatches from the buffer (each skipped if
@@ -548,13 +508,10 @@ class AlphaZero(AbstractTrainer[TrainState]):
             return self._learn(state, jax.random.fold_in(key, index), first_row)
 
         state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
-        applied = parts.count > 0
-        num_applied = jnp.sum(applied, dtype=jnp.int32)
+        num_applied = mean_over_updates(parts.loss, parts.count)[1]
 
         def mean(total):
-            per_update = total / jnp.maximum(parts.count, 1.0)
-            denominator = jnp.maximum(num_applied, 1).astype(jnp.float32)
-            return jnp.sum(jnp.where(applied, per_update, 0.0)) / denominator
+            return mean_over_updates(total, parts.count)[0]
 
         return eqx.tree_at(
             lambda s: (

@@ -26,6 +26,32 @@ def _image_shape(observation_shape: tuple[int, ...]) -> tuple[int, int, int]:
     return height, width, channels
 
 
+def check_tower(channels: int, num_blocks: int, norm_groups: int) -> None:
+    """A residual tower's sizes: `channels` and `norm_groups` positive, the one dividing
+    the other, and `num_blocks` at least 0."""
+    check_positive_int("channels", channels)
+    check_positive_int("norm_groups", norm_groups)
+    if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 0:
+        raise ValueError(f"num_blocks must be a non-negative int, got {num_blocks!r}")
+    if channels % norm_groups:
+        raise ValueError(f"norm_groups ({norm_groups}) must divide channels ({channels})")
+
+
+def as_image(
+    observation: Shaped[Array, "..."], observation_shape: tuple[int, ...], network: str
+) -> Float[Array, "channels height width"]:
+    """One observation of `observation_shape` as a float image, channels first (what the
+    convolutions take); `ValueError` naming `network` for any other shape."""
+    if observation.shape != observation_shape:
+        raise ValueError(
+            f"{network} expects one observation of shape {observation_shape}, "
+            f"got {observation.shape}; batch with jax.vmap"
+        )
+    height, width, channels = _image_shape(observation_shape)
+    x = jnp.reshape(as_float(observation), (height, width, channels))
+    return jnp.transpose(x, (2, 0, 1))
+
+
 def _conv_as_matmul(weight: Float[Array, "d c k k"], x: Float[Array, "c h w"]):
     """A stride-1 "SAME" convolution with an odd square kernel, as one matrix product: the
     `k * k` shifted copies of the padded input stacked on the channel axis (im2col), then
@@ -127,13 +153,8 @@ class AlphaZeroResNet(eqx.Module):
         self.observation_shape = check_shape(observation_shape)
         height, width, in_channels = _image_shape(self.observation_shape)
         check_positive_int("num_actions", num_actions)
-        check_positive_int("channels", channels)
         check_positive_int("value_hidden", value_hidden)
-        check_positive_int("norm_groups", norm_groups)
-        if isinstance(num_blocks, bool) or not isinstance(num_blocks, int) or num_blocks < 0:
-            raise ValueError(f"num_blocks must be a non-negative int, got {num_blocks!r}")
-        if channels % norm_groups:
-            raise ValueError(f"norm_groups ({norm_groups}) must divide channels ({channels})")
+        check_tower(channels, num_blocks, norm_groups)
         keys = jax.random.split(key, num_blocks + 5)
         if conv_as_matmul not in (None, True, False):
             raise ValueError(f"conv_as_matmul must be None, True or False, got {conv_as_matmul!r}")
@@ -155,15 +176,7 @@ class AlphaZeroResNet(eqx.Module):
 
         **Returns:** `(logits, value)`.
         """
-        if observation.shape != self.observation_shape:
-            raise ValueError(
-                f"AlphaZeroResNet expects one observation of shape {self.observation_shape}, "
-                f"got {observation.shape}; batch with jax.vmap"
-            )
-        height, width, channels = _image_shape(self.observation_shape)
-        x = jnp.reshape(as_float(observation), (height, width, channels))
-        x = jnp.transpose(x, (2, 0, 1))
-        x = jax.nn.relu(self.stem(x))
+        x = jax.nn.relu(self.stem(as_image(observation, self.observation_shape, "AlphaZeroResNet")))
         for block in self.blocks:
             x = block(x)
         policy = jax.nn.relu(self.policy_conv(x))

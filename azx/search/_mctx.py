@@ -17,7 +17,14 @@ from ..envs import AbstractChanceEnv, AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput, check_part, part_field, static_field
 from ._chance import ChanceModel, ChanceState
 from ._gumbel import GumbelRule, SequentialHalving, completed_q
-from ._model import EnvironmentModel, PolicyValueNet, check_players, evaluate, row_keys
+from ._model import (
+    AbstractModel,
+    EnvironmentModel,
+    Evaluation,
+    PolicyValueNet,
+    check_players,
+    row_keys,
+)
 from ._puct import PUCTRoot, PUCTRule, puct_value_score
 from ._simulate import AbstractQTransform, QBySiblings
 
@@ -29,8 +36,9 @@ class MctxTree(eqx.Module):
     """
 
 
-def _recurrent_fn(net: PolicyValueNet, env: AbstractEnv, gamma: float):
-    model = EnvironmentModel(env=env, net=net, gamma=gamma)
+def _model_recurrent_fn(model: AbstractModel):
+    """mctx's recurrent function for any model without chance: its step, read as mctx's
+    output and next embeddings."""
 
     def recurrent_fn(params, key, action, state):
         del params  # the network is closed over, so that mctx never differentiates it
@@ -130,12 +138,19 @@ def qtransform_completed_by_tree(
     )
 
 
-def _root(net: PolicyValueNet, env: AbstractEnv, env_state: EnvState):
-    evaluation = evaluate(net, env, env_state)
+def _model_root(model: AbstractModel, state: EnvState):
+    """mctx's root for a batch of the world's states: the model's root states as the
+    embeddings, and their evaluation."""
+    embedding, evaluation = model.root(state)
     root = mctx.RootFnOutput(
-        prior_logits=evaluation.logits, value=evaluation.value, embedding=env_state
+        prior_logits=evaluation.logits, value=evaluation.value, embedding=embedding
     )
     return root, evaluation
+
+
+def _root(net: PolicyValueNet, env: AbstractEnv, env_state: EnvState):
+    # The root's evaluation does not depend on the discount.
+    return _model_root(EnvironmentModel(env=env, net=net, gamma=1.0), env_state)
 
 
 class AbstractMctxSearch(AbstractSearch):
@@ -180,16 +195,33 @@ class AbstractMctxSearch(AbstractSearch):
         weights and search tree (whose statistics, such as the root's Q values, a caller
         may read)."""
 
+    @abc.abstractmethod
+    def model_policy_output(
+        self, model: AbstractModel, state: EnvState, key: PRNGKey
+    ) -> mctx.PolicyOutput:
+        """mctx's output for the batch `state` of the world under one key, planning with
+        any [`azx.search.AbstractModel`][] without chance (such as a learned model): its
+        steps are mctx's recurrent function, its root states mctx's root embeddings."""
+
     def _policy(
         self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
     ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"], Float[Array, " batch"]]:
         """Action, policy target and root value of each row, from one mctx call."""
-        output = self.policy_output(net, env, env_state, key)
-        value = output.search_tree.summary().value
-        return output.action.astype(jnp.int32), output.action_weights, value
+        return _read(self.policy_output(net, env, env_state, key))
 
     def init(self, env: AbstractEnv, batch_size: int) -> MctxTree:
         self._check_env(env)
+        check_positive_int("batch_size", batch_size)
+        return MctxTree()
+
+    def init_for_states(
+        self, example_state: EnvState, num_actions: int, batch_size: int
+    ) -> MctxTree:
+        """The (empty) tree for [`azx.search.AbstractMctxSearch.search`][] over a model
+        whose states look like `example_state`: what the native searches'
+        `init_for_states` is for them, so that one caller serves both."""
+        del example_state
+        check_positive_int("num_actions", num_actions)
         check_positive_int("batch_size", batch_size)
         return MctxTree()
 
@@ -203,21 +235,28 @@ class AbstractMctxSearch(AbstractSearch):
         key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
         self._check_env(env)
-        batch_size = jax.tree.leaves(env_state)[0].shape[0]
-        keys = row_keys(key, batch_size)
-        if keys is not key:  # one key for the batch: one mctx call, as mctx is meant to be used
-            action, policy_target, root_value = self._policy(net, env, env_state, key)
-        else:
-            # One key per row: mctx draws its noise for the whole batch from one key, so run
-            # it row by row (vmapped batch-1 searches) to make each row depend on its key
-            # alone.
-            def one_row(state, row_key):
-                batched = jax.tree.map(lambda x: x[None], state)
-                return jax.tree.map(lambda x: x[0], self._policy(net, env, batched, row_key))
+        return _by_rows(
+            lambda state, one_key: self._policy(net, env, state, one_key), tree, env_state, key
+        )
 
-            action, policy_target, root_value = jax.vmap(one_row)(env_state, keys)
-        return SearchOutput(
-            action=action, policy_target=policy_target, root_value=root_value, tree=tree
+    def search(
+        self, model: AbstractModel, tree: MctxTree, state: EnvState, *, key: PRNGKey | PRNGKeys
+    ) -> SearchOutput:
+        """Search from the batched `state` with any [`azx.search.AbstractModel`][] without
+        chance (the native searches' `search`, by mctx); `tree` is what `init` returned.
+
+        **Raises:** `ValueError` for a model with chance nodes.
+        """
+        if model.has_chance:
+            raise ValueError(
+                f"{type(self).__name__}.search plans with models without chance; "
+                f"{type(model).__name__} has chance nodes (search the game itself instead)"
+            )
+        return _by_rows(
+            lambda rows, one_key: _read(self.model_policy_output(model, rows, one_key)),
+            tree,
+            state,
+            key,
         )
 
     def advance(
@@ -229,6 +268,35 @@ class AbstractMctxSearch(AbstractSearch):
     ) -> MctxTree:
         del action, done, outcome  # mctx keeps no tree between searches
         return tree
+
+
+def _read(
+    output: mctx.PolicyOutput,
+) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"], Float[Array, " batch"]]:
+    """Action, policy target and root value of each row of an mctx search."""
+    value = output.search_tree.summary().value
+    return output.action.astype(jnp.int32), output.action_weights, value
+
+
+def _by_rows(policy, tree: MctxTree, state: EnvState, key: PRNGKey | PRNGKeys) -> SearchOutput:
+    """`policy(state, key)` (action, policy target and root value of a batch from one mctx
+    call) as a search output, with one key for the batch or one per row."""
+    batch_size = jax.tree.leaves(state)[0].shape[0]
+    keys = row_keys(key, batch_size)
+    if keys is not key:  # one key for the batch: one mctx call, as mctx is meant to be used
+        action, policy_target, root_value = policy(state, key)
+    else:
+        # One key per row: mctx draws its noise for the whole batch from one key, so run
+        # it row by row (vmapped batch-1 searches) to make each row depend on its key
+        # alone.
+        def one_row(row, row_key):
+            batched = jax.tree.map(lambda x: x[None], row)
+            return jax.tree.map(lambda x: x[0], policy(batched, row_key))
+
+        action, policy_target, root_value = jax.vmap(one_row)(state, keys)
+    return SearchOutput(
+        action=action, policy_target=policy_target, root_value=root_value, tree=tree
+    )
 
 
 class MctxPUCT(AbstractMctxSearch):
@@ -259,13 +327,40 @@ class MctxPUCT(AbstractMctxSearch):
         self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
     ) -> mctx.PolicyOutput:
         self._check_env(env)
+        if not self._plans_chance(env):
+            model = EnvironmentModel(env=env, net=net, gamma=self.gamma)
+            return self.model_policy_output(model, env_state, key)
         root, evaluation = _root(net, env, env_state)
+        batch_size = evaluation.value.shape[0]
+        decision = ChanceState(
+            env_state, jnp.zeros(batch_size, jnp.int32), jnp.zeros(batch_size, bool)
+        )
+        decision_fn, chance_fn = _stochastic_recurrent_fns(net, env, self.gamma)
+        with third_party_numerics():
+            return mctx.stochastic_muzero_policy(
+                root=root.replace(embedding=decision),
+                decision_recurrent_fn=decision_fn,
+                chance_recurrent_fn=chance_fn,
+                **self._common(evaluation, key),
+            )
+
+    def model_policy_output(
+        self, model: AbstractModel, state: EnvState, key: PRNGKey
+    ) -> mctx.PolicyOutput:
+        root, evaluation = _model_root(model, state)
+        with third_party_numerics():
+            return mctx.muzero_policy(
+                root=root, recurrent_fn=_model_recurrent_fn(model), **self._common(evaluation, key)
+            )
+
+    def _common(self, evaluation: Evaluation, key: PRNGKey) -> dict:
+        """The arguments of mctx's PUCT policies besides the root and the model."""
         qtransform = (
             mctx.qtransform_by_parent_and_siblings
             if isinstance(self.qtransform, QBySiblings)
             else qtransform_by_tree
         )
-        common = dict(
+        return dict(
             params=(),
             rng_key=key,
             num_simulations=self.num_simulations,
@@ -278,24 +373,6 @@ class MctxPUCT(AbstractMctxSearch):
             pb_c_base=self.rule.c_base,
             temperature=self.root_policy.temperature,
         )
-        with third_party_numerics():
-            if self._plans_chance(env):
-                batch_size = evaluation.value.shape[0]
-                decision = ChanceState(
-                    env_state, jnp.zeros(batch_size, jnp.int32), jnp.zeros(batch_size, bool)
-                )
-                decision_fn, chance_fn = _stochastic_recurrent_fns(net, env, self.gamma)
-                output = mctx.stochastic_muzero_policy(
-                    root=root.replace(embedding=decision),
-                    decision_recurrent_fn=decision_fn,
-                    chance_recurrent_fn=chance_fn,
-                    **common,
-                )
-            else:
-                output = mctx.muzero_policy(
-                    root=root, recurrent_fn=_recurrent_fn(net, env, self.gamma), **common
-                )
-        return output
 
 
 class MctxGumbel(AbstractMctxSearch):
@@ -336,7 +413,13 @@ class MctxGumbel(AbstractMctxSearch):
         self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
     ) -> mctx.PolicyOutput:
         self._check_env(env)
-        root, evaluation = _root(net, env, env_state)
+        model = EnvironmentModel(env=env, net=net, gamma=self.gamma)
+        return self.model_policy_output(model, env_state, key)
+
+    def model_policy_output(
+        self, model: AbstractModel, state: EnvState, key: PRNGKey
+    ) -> mctx.PolicyOutput:
+        root, evaluation = _model_root(model, state)
         rule = self.rule
         if isinstance(self.qtransform, QBySiblings):
             qtransform = functools.partial(
@@ -358,7 +441,7 @@ class MctxGumbel(AbstractMctxSearch):
                 params=(),
                 rng_key=key,
                 root=root,
-                recurrent_fn=_recurrent_fn(net, env, self.gamma),
+                recurrent_fn=_model_recurrent_fn(model),
                 num_simulations=self.num_simulations,
                 invalid_actions=~evaluation.legal_action_mask,
                 max_depth=self.max_depth,

@@ -24,7 +24,7 @@ from ._simulate import (
     simulate,
     start,
 )
-from ._tree import ROOT_INDEX, Tree, empty_tree, keep_subtree
+from ._tree import ROOT_INDEX, Tree, empty_tree, keep_subtree, tree_for
 
 
 class AbstractNativeSearch(AbstractSearch):
@@ -99,6 +99,16 @@ class AbstractNativeSearch(AbstractSearch):
         if self._plans_chance(env):
             return empty_chance_tree(env, batch_size, self.capacity)
         return empty_tree(env, batch_size, self.capacity, self.store_all_state_leaves)
+
+    def init_for_states(self, example_state: EnvState, num_actions: int, batch_size: int) -> Tree:
+        """Empty trees for `batch_size` searches over a model whose states look like
+        `example_state` (ONE state, no batch axis; any pytree of arrays, such as a learned
+        model's embedding) with `num_actions` edges per node, for
+        [`azx.search.AbstractNativeSearch.search`][]. Every leaf of the states is kept.
+        """
+        check_positive_int("num_actions", num_actions)
+        check_positive_int("batch_size", batch_size)
+        return tree_for(example_state, None, num_actions, batch_size, self.capacity)
 
     def advance(
         self,

@@ -1,0 +1,42 @@
+"""MuZero: a learned model (representation, dynamics, prediction) that azx's searches plan
+with, trained end to end on the unrolled model."""
+
+from ._config import Config as Config
+from ._evaluate import evaluate as evaluate, greedy_search as greedy_search
+from ._loss import (
+    LossParts as LossParts,
+    loss as loss,
+    scale_gradient as scale_gradient,
+    segment_loss as segment_loss,
+)
+from ._model import LearnedModel as LearnedModel, Observation as Observation
+from ._nets import (
+    MLPDynamics as MLPDynamics,
+    MLPPrediction as MLPPrediction,
+    MLPRepresentation as MLPRepresentation,
+    MuZeroNet as MuZeroNet,
+    mlp_net as mlp_net,
+    normalise_embedding as normalise_embedding,
+)
+from ._replay import (
+    ReplayState as ReplayState,
+    SegmentReplay as SegmentReplay,
+    Step as Step,
+    Targets as Targets,
+    unroll_targets as unroll_targets,
+)
+from ._resnet import (
+    ResNetDynamics as ResNetDynamics,
+    ResNetPrediction as ResNetPrediction,
+    ResNetRepresentation as ResNetRepresentation,
+    resnet_net as resnet_net,
+)
+from ._scaling import (
+    SCALING_EPSILON as SCALING_EPSILON,
+    expected_value as expected_value,
+    scale_value as scale_value,
+    support as support,
+    two_hot as two_hot,
+    unscale_value as unscale_value,
+)
+from ._trainer import Metrics as Metrics, MuZero as MuZero, TrainState as TrainState

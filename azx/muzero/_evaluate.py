@@ -1,0 +1,92 @@
+"""Episodes played by a trained MuZero: the search over the learned model, noise off."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+
+from .._trainer import row_keys
+from .._types import PRNGKey
+from .._validate import check_positive_int
+from ..ppo import EvaluationResult
+from ..search import PUCTRoot, SequentialHalving
+from ._model import Observation
+from ._trainer import MuZero
+
+
+def greedy_search(trainer: MuZero):
+    """The trainer's search with its exploration switched off: the most visited action
+    (PUCT, no root noise) or noise-free sequential halving (Gumbel)."""
+    search = trainer.search
+    root = search.root_policy
+    if isinstance(root, PUCTRoot):
+        greedy = dataclasses.replace(root, temperature=0.0, dirichlet_fraction=0.0)
+    elif isinstance(root, SequentialHalving):
+        greedy = dataclasses.replace(root, gumbel_scale=0.0)
+    else:
+        raise ValueError(f"unknown root policy {root!r}")
+    return dataclasses.replace(search, root_policy=greedy)
+
+
+def evaluate(
+    trainer: MuZero, net, *, num_episodes: int, key: PRNGKey, max_steps: int = 100_000
+) -> EvaluationResult:
+    """Play `num_episodes` episodes of a single-player `trainer.env`, all at once, each
+    move chosen by the trainer's search over `net`'s learned model with its exploration
+    off ([`azx.muzero.greedy_search`][]).
+
+    **Returns:** an [`azx.ppo.EvaluationResult`][] (returns, lengths, whether each episode
+    ended within `max_steps`).
+    """
+    check_positive_int("num_episodes", num_episodes)
+    check_positive_int("max_steps", max_steps)
+    env = trainer.env
+    if env.num_players != 1:
+        raise ValueError(
+            f"evaluate plays single-player episodes; the environment has "
+            f"num_players={env.num_players}"
+        )
+    search, model = greedy_search(trainer), trainer.model(net)
+    env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), num_episodes))
+    embedding = jax.eval_shape(
+        net.represent, jnp.zeros(env.observation_shape, env.observation_dtype)
+    )
+    tree = search.init_for_states(
+        jnp.zeros(embedding.shape, embedding.dtype), env.num_actions, num_episodes
+    )
+
+    def move(carry, index):
+        env_state, total, length, running = carry
+        keys = row_keys(jax.random.fold_in(key, 1 + index), jnp.int32(0), num_episodes)
+        pairs = jax.vmap(jax.random.split)(keys)
+        search_keys, step_keys = pairs[:, 0], pairs[:, 1]
+        roots = Observation(
+            observation=jax.vmap(env.observation)(env_state),
+            legal_action_mask=jax.vmap(env.legal_action_mask)(env_state),
+        )
+        action = search.search(model, tree, roots, key=search_keys).action
+        next_state = jax.vmap(env.step)(env_state, action, step_keys)
+        reward = jax.vmap(env.rewards)(next_state)[:, 0]
+        ended = jax.vmap(env.terminated)(next_state) | jax.vmap(env.truncated)(next_state)
+        total = total + jnp.where(running, reward, 0.0)
+        length = length + running.astype(jnp.int32)
+        # An ended episode's row plays on until all have ended; those moves do not count.
+        return (next_state, total, length, running & ~ended), None
+
+    carry = (
+        env_state,
+        jnp.zeros(num_episodes, jnp.float32),
+        jnp.zeros(num_episodes, jnp.int32),
+        jnp.ones(num_episodes, bool),
+    )
+
+    def cond(state):
+        (carry, index) = state
+        return jnp.any(carry[3]) & (index < max_steps)
+
+    def body(state):
+        carry, index = state
+        return move(carry, index)[0], index + 1
+
+    (_, total, length, running), _ = jax.lax.while_loop(cond, body, (carry, jnp.int32(0)))
+    return EvaluationResult(returns=total, lengths=length, finished=~running)

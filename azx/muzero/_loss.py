@@ -1,0 +1,110 @@
+"""MuZero's loss: the model unrolled through its dynamics along a stored segment, each
+unroll step's policy, value and reward against the segment's targets."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Float, Shaped
+
+from ._nets import MuZeroNet
+from ._replay import Targets
+from ._scaling import scale_value, two_hot
+
+
+class LossParts(eqx.Module):
+    """The loss and its parts, each summed over the batch's real segments (divide by
+    `count` for means)."""
+
+    loss: Float[Array, ""]
+    policy_loss: Float[Array, ""]
+    value_loss: Float[Array, ""]
+    reward_loss: Float[Array, ""]
+    policy_entropy: Float[Array, ""]
+    """Entropy of the prediction's policy at the segments' first observations."""
+    count: Float[Array, ""]
+    """Real segments in the batch."""
+
+
+def scale_gradient(x: Float[Array, "*shape"], scale: float) -> Float[Array, "*shape"]:
+    """`x` unchanged, its gradient multiplied by `scale`."""
+    return scale * x + (1.0 - scale) * jax.lax.stop_gradient(x)
+
+
+def _head_loss(net: MuZeroNet, head: Float[Array, " bins"], target: Float[Array, ""]):
+    """Cross-entropy against the two-hot projection of `h(target)` for a categorical head,
+    half the squared error for a scalar one."""
+    if net.support_size is None:
+        return 0.5 * jnp.square(head[0] - target)
+    probabilities = two_hot(scale_value(target), net.support_size)
+    return -jnp.sum(probabilities * jax.nn.log_softmax(head))
+
+
+def segment_loss(
+    net: MuZeroNet,
+    observation: Shaped[Array, "..."],
+    targets: Targets,
+    *,
+    value_loss_weight: float = 0.25,
+    reward_loss_weight: float = 1.0,
+) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
+    """Policy, value and reward losses of ONE segment, and the entropy of the policy at its
+    first observation: `(policy, value, reward, entropy)`, the losses each the
+    sum over unroll steps `k = 0 ... K`, steps after the first weighted `1/K` (so the
+    unroll counts as much as the root however long it is), masked past the episode's end.
+
+    The gradient into each embedding the dynamics produces is halved (as in the paper), so
+    the dynamics network's total gradient stays of the size of the others' however long
+    the unroll.
+    """
+    unroll_steps = targets.actions.shape[0]
+    embedding = net.represent(observation)
+    policy_loss = value_loss = reward_loss = jnp.float32(0.0)
+    for k in range(unroll_steps + 1):
+        weight = 1.0 if k == 0 else 1.0 / unroll_steps
+        logits, value_head = net.prediction(embedding)
+        if k == 0:
+            entropy = -jnp.sum(jax.nn.softmax(logits) * jax.nn.log_softmax(logits))
+        mask = targets.mask[k].astype(jnp.float32) * weight
+        cross_entropy = -jnp.sum(targets.policy_target[k] * jax.nn.log_softmax(logits))
+        policy_loss += mask * cross_entropy
+        value_loss += mask * _head_loss(net, value_head, targets.value_target[k])
+        if k == unroll_steps:
+            break
+        reward_head, embedding = net.dynamics(embedding, targets.actions[k])
+        embedding = scale_gradient(embedding, 0.5)
+        # The k-th action's reward is the (k + 1)-th unroll step's prediction.
+        reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
+        reward_loss += reward_weight * _head_loss(net, reward_head, targets.reward_target[k])
+    value_loss, reward_loss = value_loss_weight * value_loss, reward_loss_weight * reward_loss
+    return policy_loss, value_loss, reward_loss, jax.lax.stop_gradient(entropy)
+
+
+def loss(
+    net: MuZeroNet,
+    observation: Shaped[Array, "batch ..."],
+    targets: Targets,
+    valid: Bool[Array, " batch"],
+    *,
+    value_loss_weight: float = 0.25,
+    reward_loss_weight: float = 1.0,
+) -> LossParts:
+    """[`azx.muzero.segment_loss`][] summed over a batch's real segments (`valid`)."""
+    policy, value, reward, entropy = jax.vmap(
+        lambda o, t: segment_loss(
+            net,
+            o,
+            t,
+            value_loss_weight=value_loss_weight,
+            reward_loss_weight=reward_loss_weight,
+        )
+    )(observation, targets)
+    weight = valid.astype(jnp.float32)
+    parts = [jnp.sum(weight * x) for x in (policy, value, reward, entropy)]
+    return LossParts(
+        loss=parts[0] + parts[1] + parts[2],
+        policy_loss=parts[0],
+        value_loss=parts[1],
+        reward_loss=parts[2],
+        policy_entropy=parts[3],
+        count=jnp.sum(weight),
+    )

@@ -1,0 +1,245 @@
+"""MuZero's three networks (representation, dynamics, prediction), each called on ONE
+example (batch with `jax.vmap`), and `MuZeroNet`, which holds them and reads their
+value and reward heads as scalars."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Float, Int, Shaped
+
+from .._types import PRNGKey
+from .._validate import check_positive_int
+from ..nets._common import as_float, check_shape, flat_size
+from ._scaling import expected_value, unscale_value
+
+
+def normalise_embedding(embedding: Float[Array, "*embedding"]) -> Float[Array, "*embedding"]:
+    """`embedding` (any shape: a vector, or a convolutional network's planes) rescaled to
+    `[0, 1]` by its own minimum and maximum.
+
+    As in the MuZero paper: the dynamics network is applied to its own output again and
+    again during an unroll and inside the search, and this keeps every embedding it sees,
+    the root's included, in one fixed range, so the recurrence cannot drift to values the
+    networks were never trained on (and the prediction network reads the same range at
+    every depth).
+    """
+    low, high = jnp.min(embedding), jnp.max(embedding)
+    return (embedding - low) / jnp.maximum(high - low, 1e-8)
+
+
+def _check_sizes(**sizes: int) -> None:
+    for name, value in sizes.items():
+        check_positive_int(name, value)
+
+
+def _mlp(in_size: int, width: int, depth: int, key: PRNGKey) -> eqx.nn.MLP:
+    return eqx.nn.MLP(
+        in_size,
+        width,
+        width,
+        depth - 1,
+        activation=jax.nn.relu,
+        final_activation=jax.nn.relu,
+        key=key,
+    )
+
+
+class MLPRepresentation(eqx.Module):
+    """Representation network: a fully connected map from one observation (flattened) to
+    an embedding, normalised to `[0, 1]` ([`azx.muzero.normalise_embedding`][])."""
+
+    trunk: eqx.nn.MLP
+    head: eqx.nn.Linear
+    observation_shape: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        observation_shape: tuple[int, ...],
+        embedding_size: int,
+        *,
+        width: int = 128,
+        depth: int = 2,
+        key: PRNGKey,
+    ):
+        """**Arguments:** the observation's shape, the embedding's size, hidden `width` and
+        `depth` (layers, at least 1), and the initial weights' `key` (keyword-only)."""
+        self.observation_shape = check_shape(observation_shape)
+        _check_sizes(embedding_size=embedding_size, width=width, depth=depth)
+        trunk_key, head_key = jax.random.split(key)
+        self.trunk = _mlp(flat_size(self.observation_shape), width, depth, trunk_key)
+        self.head = eqx.nn.Linear(width, embedding_size, key=head_key)
+
+    def __call__(self, observation: Shaped[Array, "..."]) -> Float[Array, " embedding"]:
+        if observation.shape != self.observation_shape:
+            raise ValueError(
+                f"MLPRepresentation expects one observation of shape "
+                f"{self.observation_shape}, got {observation.shape}; batch with jax.vmap"
+            )
+        hidden = self.trunk(jnp.ravel(as_float(observation)))
+        return normalise_embedding(self.head(hidden))
+
+
+class MLPDynamics(eqx.Module):
+    """Dynamics network: `(embedding, action) -> (reward head, next embedding)`, the action
+    given as a one-hot vector beside the embedding; the next embedding is normalised to
+    `[0, 1]`. The reward head has `reward_bins` outputs: 1 for a scalar reward, or the
+    logits of a categorical support."""
+
+    trunk: eqx.nn.MLP
+    embedding_head: eqx.nn.Linear
+    reward_head: eqx.nn.Linear
+    num_actions: int = eqx.field(static=True)
+
+    def __init__(
+        self,
+        embedding_size: int,
+        num_actions: int,
+        reward_bins: int,
+        *,
+        width: int = 128,
+        depth: int = 2,
+        key: PRNGKey,
+    ):
+        _check_sizes(
+            embedding_size=embedding_size,
+            num_actions=num_actions,
+            reward_bins=reward_bins,
+            width=width,
+            depth=depth,
+        )
+        trunk_key, embedding_key, reward_key = jax.random.split(key, 3)
+        self.trunk = _mlp(embedding_size + num_actions, width, depth, trunk_key)
+        self.embedding_head = eqx.nn.Linear(width, embedding_size, key=embedding_key)
+        self.reward_head = eqx.nn.Linear(width, reward_bins, key=reward_key)
+        self.num_actions = num_actions
+
+    def __call__(
+        self, embedding: Float[Array, " embedding"], action: Int[Array, ""]
+    ) -> tuple[Float[Array, " reward_bins"], Float[Array, " embedding"]]:
+        one_hot = jax.nn.one_hot(action, self.num_actions, dtype=embedding.dtype)
+        hidden = self.trunk(jnp.concatenate([embedding, one_hot]))
+        return self.reward_head(hidden), normalise_embedding(self.embedding_head(hidden))
+
+
+class MLPPrediction(eqx.Module):
+    """Prediction network: `embedding -> (policy logits, value head)`; the value head has
+    `value_bins` outputs (1 for a scalar value, or a categorical support's logits)."""
+
+    trunk: eqx.nn.MLP
+    policy_head: eqx.nn.Linear
+    value_head: eqx.nn.Linear
+
+    def __init__(
+        self,
+        embedding_size: int,
+        num_actions: int,
+        value_bins: int,
+        *,
+        width: int = 128,
+        depth: int = 2,
+        key: PRNGKey,
+    ):
+        _check_sizes(
+            embedding_size=embedding_size,
+            num_actions=num_actions,
+            value_bins=value_bins,
+            width=width,
+            depth=depth,
+        )
+        trunk_key, policy_key, value_key = jax.random.split(key, 3)
+        self.trunk = _mlp(embedding_size, width, depth, trunk_key)
+        self.policy_head = eqx.nn.Linear(width, num_actions, key=policy_key)
+        self.value_head = eqx.nn.Linear(width, value_bins, key=value_key)
+
+    def __call__(
+        self, embedding: Float[Array, " embedding"]
+    ) -> tuple[Float[Array, " num_actions"], Float[Array, " value_bins"]]:
+        hidden = self.trunk(embedding)
+        return self.policy_head(hidden), self.value_head(hidden)
+
+
+class MuZeroNet(eqx.Module):
+    """MuZero's three networks, and how their value and reward heads read as scalars.
+
+    With `support_size=None` the heads are scalars (one output each). With an int, they
+    are logits over the atoms `-support_size ... support_size` of the scaled quantity
+    `h(x)` ([`azx.muzero.scale_value`][]): the scalar is `h^-1` of the distribution's
+    mean, and training targets are two-hot projections of `h(target)`
+    ([`azx.muzero.two_hot`][]).
+    """
+
+    representation: eqx.Module
+    """`observation -> embedding`, e.g. [`azx.muzero.MLPRepresentation`][] (a vector) or
+    [`azx.muzero.ResNetRepresentation`][] (planes)."""
+    dynamics: eqx.Module
+    """`(embedding, action) -> (reward head, next embedding)`, e.g.
+    [`azx.muzero.MLPDynamics`][]."""
+    prediction: eqx.Module
+    """`embedding -> (policy logits, value head)`, e.g. [`azx.muzero.MLPPrediction`][]."""
+    support_size: int | None = eqx.field(static=True)
+
+    def __check_init__(self):
+        if self.support_size is not None:
+            check_positive_int("support_size", self.support_size)
+
+    @property
+    def bins(self) -> int:
+        """Outputs of the value and reward heads."""
+        return head_bins(self.support_size)
+
+    def head_to_scalar(self, head: Float[Array, " bins"]) -> Float[Array, ""]:
+        """A value or reward head's output as the scalar it predicts."""
+        if self.support_size is None:
+            return head[0]
+        probabilities = jax.nn.softmax(head)
+        return unscale_value(expected_value(probabilities, self.support_size))
+
+    def represent(self, observation: Shaped[Array, "..."]) -> Float[Array, "*embedding"]:
+        """The embedding of one observation."""
+        return self.representation(observation)
+
+    def step(
+        self, embedding: Float[Array, "*embedding"], action: Int[Array, ""]
+    ) -> tuple[Float[Array, ""], Float[Array, "*embedding"]]:
+        """The predicted reward of `action` and the next embedding."""
+        reward_head, next_embedding = self.dynamics(embedding, action)
+        return self.head_to_scalar(reward_head), next_embedding
+
+    def predict(
+        self, embedding: Float[Array, "*embedding"]
+    ) -> tuple[Float[Array, " num_actions"], Float[Array, ""]]:
+        """Policy logits and value of an embedding."""
+        logits, value_head = self.prediction(embedding)
+        return logits, self.head_to_scalar(value_head)
+
+
+def mlp_net(
+    observation_shape: tuple[int, ...],
+    num_actions: int,
+    *,
+    embedding_size: int = 64,
+    width: int = 128,
+    depth: int = 2,
+    support_size: int | None = None,
+    key: PRNGKey,
+) -> MuZeroNet:
+    """A [`azx.muzero.MuZeroNet`][] of three fully connected networks of `width` units and
+    `depth` hidden layers each; `support_size` as in `MuZeroNet`."""
+    bins = head_bins(support_size)
+    keys = jax.random.split(key, 3)
+    sizes = dict(width=width, depth=depth)
+    return MuZeroNet(
+        representation=MLPRepresentation(observation_shape, embedding_size, **sizes, key=keys[0]),
+        dynamics=MLPDynamics(embedding_size, num_actions, bins, **sizes, key=keys[1]),
+        prediction=MLPPrediction(embedding_size, num_actions, bins, **sizes, key=keys[2]),
+        support_size=support_size,
+    )
+
+
+def head_bins(support_size: int | None) -> int:
+    """Outputs of a value or reward head: 1 for a scalar (`support_size=None`), else the
+    `2 * support_size + 1` atoms of the support."""
+    if support_size is None:
+        return 1
+    check_positive_int("support_size", support_size)
+    return 2 * support_size + 1

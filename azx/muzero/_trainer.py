@@ -1,0 +1,344 @@
+from typing import Any, ClassVar
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import optax
+from jaxtyping import Array, Float, Int, PyTree
+
+from .._numerics import third_party_numerics
+from .._trainer import (
+    AbstractTrainer,
+    AbstractTrainState,
+    default_optimiser,
+    mean_over_updates,
+    row_keys,
+    rows_of,
+    select_rows,
+)
+from .._types import EnvState, PRNGKey
+from ..envs import AbstractEnv
+from ..search import AbstractMctxSearch, AbstractNativeSearch
+from ._config import Config
+from ._loss import loss
+from ._model import LearnedModel, Observation
+from ._nets import MuZeroNet
+from ._replay import ReplayState, SegmentReplay, Step
+
+
+class Metrics(eqx.Module):
+    """What the last `step` measured. Means are over all games / segments (all shards)."""
+
+    loss: Float[Array, ""]
+    policy_loss: Float[Array, ""]
+    value_loss: Float[Array, ""]
+    reward_loss: Float[Array, ""]
+    policy_entropy: Float[Array, ""]
+    """Mean entropy of the prediction's policy at the segments' first observations."""
+    updates_applied: Int[Array, ""]
+    """Learner updates that had data (the first steps have none: no complete segment)."""
+    episodes: Int[Array, ""]
+    """Episodes that ended during this step's self-play."""
+    episode_return: Float[Array, ""]
+    """Mean return of player 0 over those episodes (0 when none ended)."""
+    episode_length: Float[Array, ""]
+    root_value: Float[Array, ""]
+    """Mean search value at the root, for the player to move."""
+    replay_segments: Int[Array, ""]
+    """Steps in the replay that can start a segment."""
+
+
+class TrainState(AbstractTrainState):
+    """Everything that changes during MuZero training; every leaf is an array. Rows of
+    `env_state`, `replay`, `episode_return` and `episode_length` are the games (sharded
+    over devices by [`azx.parallel`][]); the rest is replicated. No search tree is kept:
+    a learned model's search starts afresh at every move."""
+
+    row_fields: ClassVar[tuple[str, ...]] = (
+        "env_state",
+        "replay",
+        "episode_return",
+        "episode_length",
+    )
+
+    params: PyTree[Array]
+    opt_state: PyTree[Array]
+    env_state: EnvState
+    replay: ReplayState
+    episode_return: Float[Array, " num_envs"]
+    episode_length: Int[Array, " num_envs"]
+    iteration: Int[Array, ""]
+    metrics: Metrics
+    key: PRNGKey
+    net_static: Any = eqx.field(static=True)
+
+
+def _zero_metrics() -> Metrics:
+    zero, count = jnp.float32(0.0), jnp.int32(0)
+    return Metrics(
+        loss=zero,
+        policy_loss=zero,
+        value_loss=zero,
+        reward_loss=zero,
+        policy_entropy=zero,
+        updates_applied=count,
+        episodes=count,
+        episode_return=zero,
+        episode_length=zero,
+        root_value=zero,
+        replay_segments=count,
+    )
+
+
+class MuZero(AbstractTrainer[TrainState]):
+    """MuZero training: self-play with a search over the learned model, a replay of
+    trajectory segments, and a learner on the unrolled model.
+
+    The same contract as [`azx.alphazero.AlphaZero`][]: configuration only; `init(net,
+    key=...)` builds a [`azx.muzero.TrainState`][] for a [`azx.muzero.MuZeroNet`][], and
+    `step(state, key) -> state` is one pure iteration, to be jitted, scanned or sharded
+    ([`azx.parallel`][]); checkpoints through [`azx.checkpoint`][].
+
+    The search is a native one ([`azx.search.PUCT`][], [`azx.search.Gumbel`][]) or mctx's
+    ([`azx.search.MctxPUCT`][], [`azx.search.MctxGumbel`][]), planning over embeddings
+    with [`azx.muzero.LearnedModel`][]; its `gamma` discounts the targets too. A learned
+    model's tree is not reused between moves (the embeddings of the tree's nodes are the
+    model's guesses, not the states the game reached), so a search with `reuse_tree` is
+    refused.
+    """
+
+    env: AbstractEnv
+    search: AbstractNativeSearch | AbstractMctxSearch
+    config: Config
+    replay: SegmentReplay
+    axis_name: str | None = eqx.field(static=True)
+
+    def __init__(
+        self,
+        env: AbstractEnv,
+        search: AbstractNativeSearch | AbstractMctxSearch,
+        config: Config = Config(),
+        *,
+        axis_name: str | None = None,
+    ):
+        """**Arguments:**
+
+        - `env`: the environment ([`azx.envs.AbstractEnv`][]); 1 player, or 2 players
+          whose turns alternate.
+        - `search`: the search for every self-play move.
+        - `config`: sizes and learning settings ([`azx.muzero.Config`][]).
+        - `axis_name`: the mesh axis over which games are sharded (set by
+          [`azx.parallel`][]).
+        """
+        if env.num_players not in (1, 2):
+            raise ValueError(
+                f"MuZero trains 1-player environments and 2-player zero-sum games; the "
+                f"environment has num_players={env.num_players}"
+            )
+        if not isinstance(search, AbstractNativeSearch | AbstractMctxSearch):
+            raise ValueError(
+                "search must be a native search (azx.search.PUCT, azx.search.Gumbel) or an "
+                f"mctx one (azx.search.MctxPUCT, azx.search.MctxGumbel), got {search!r}"
+            )
+        if getattr(search, "reuse_tree", False):
+            raise ValueError(
+                "MuZero's search starts afresh at every move (a learned model's tree holds "
+                "predicted embeddings, not the states the game reached): pass "
+                "reuse_tree=False"
+            )
+        self.env = env
+        self.search = search
+        self.config = config
+        self.replay = SegmentReplay(
+            config.buffer_capacity // config.num_envs, config.unroll_steps, config.td_steps
+        )
+        self.axis_name = axis_name
+
+    @property
+    def optimiser(self) -> optax.GradientTransformation:
+        """AdamW with `config.learning_rate` (cosine-decayed if `config.decay_iterations`
+        is set) and `config.weight_decay`, after clipping to `config.max_grad_norm`; built
+        when asked for, so that trainers of equal configurations compare equal."""
+        return default_optimiser(self.config)
+
+    @property
+    def num_envs(self) -> int:
+        return self.config.num_envs
+
+    @property
+    def env_steps_per_iteration(self) -> int:
+        return self.config.num_envs * self.config.collect_steps
+
+    def with_axis_name(self, axis_name: str | None) -> "MuZero":
+        return MuZero(self.env, self.search, self.config, axis_name=axis_name)
+
+    def init(self, net: MuZeroNet, *, key: PRNGKey) -> TrainState:
+        """The state before training: `net` as given, fresh episodes, an empty replay."""
+        if not isinstance(net, MuZeroNet):
+            raise ValueError(f"net must be an azx.muzero.MuZeroNet, got {type(net).__name__}")
+        rows, env = self.config.num_envs, self.env
+        env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows))
+        example = Step(
+            observation=jnp.zeros(env.observation_shape, env.observation_dtype),
+            action=jnp.int32(0),
+            policy_target=jnp.zeros(env.num_actions, jnp.float32),
+            reward=jnp.float32(0.0),
+            discount=jnp.float32(0.0),
+            root_value=jnp.float32(0.0),
+            terminated=jnp.bool_(False),
+            truncated=jnp.bool_(False),
+        )
+        params, net_static = eqx.partition(net, eqx.is_array)
+        with third_party_numerics():
+            opt_state = self.optimiser.init(params)
+        return TrainState(
+            params=params,
+            opt_state=opt_state,
+            env_state=env_state,
+            replay=self.replay.init(example, rows),
+            episode_return=jnp.zeros(rows, jnp.float32),
+            episode_length=jnp.zeros(rows, jnp.int32),
+            iteration=jnp.int32(0),
+            metrics=_zero_metrics(),
+            key=key,
+            net_static=net_static,
+        )
+
+    def model(self, net: MuZeroNet) -> LearnedModel:
+        """The model the search plans with."""
+        return LearnedModel(net=net, gamma=self.search.gamma, two_player=self.env.num_players == 2)
+
+    def _move(self, state: TrainState, key: PRNGKey, first_row):
+        env, rows = self.env, rows_of(state)
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(row_keys(key, first_row, rows))
+        search_keys, step_keys, reset_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        net = state.net
+        observation = jax.vmap(env.observation)(state.env_state)
+        roots = Observation(
+            observation=observation,
+            legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
+        )
+        embedding = jax.eval_shape(net.represent, observation[0])
+        tree = self.search.init_for_states(
+            jnp.zeros(embedding.shape, embedding.dtype), env.num_actions, rows
+        )
+        out = self.search.search(self.model(net), tree, roots, key=search_keys)
+        mover = jax.vmap(env.current_player)(state.env_state)
+        next_state = jax.vmap(env.step)(state.env_state, out.action, step_keys)
+        rewards = jax.vmap(env.rewards)(next_state)
+        reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
+        same_mover = jax.vmap(env.current_player)(next_state) == mover
+        gamma = self.search.gamma
+        terminated = jax.vmap(env.terminated)(next_state)
+        truncated = jax.vmap(env.truncated)(next_state) & ~terminated
+        step = Step(
+            observation=observation,
+            action=out.action,
+            policy_target=out.policy_target,
+            reward=reward,
+            discount=jnp.where(same_mover, gamma, -gamma).astype(jnp.float32),
+            root_value=out.root_value,
+            terminated=terminated,
+            truncated=truncated,
+        )
+        done = terminated | truncated
+        episode_return = state.episode_return + rewards[:, 0]
+        episode_length = state.episode_length + 1
+        finished = (
+            jnp.sum(done, dtype=jnp.int32),
+            jnp.sum(jnp.where(done, episode_return, 0.0)),
+            jnp.sum(jnp.where(done, episode_length, 0), dtype=jnp.int32),
+            jnp.sum(out.root_value),
+        )
+        state = eqx.tree_at(
+            lambda s: (s.env_state, s.replay, s.episode_return, s.episode_length),
+            state,
+            (
+                select_rows(done, jax.vmap(env.init)(reset_keys), next_state),
+                self.replay.add(state.replay, step),
+                jnp.where(done, 0.0, episode_return),
+                jnp.where(done, 0, episode_length),
+            ),
+        )
+        return state, finished
+
+    def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """`collect_steps` moves with search in every game, stored in the replay; games
+        that end are restarted. Sets the self-play fields of `state.metrics`."""
+        state = self.play_moves(self._move, state, key, self.config.collect_steps)
+        segments = jnp.sum(self.replay.sampleable(state.replay), dtype=jnp.int32)
+        return eqx.tree_at(
+            lambda s: s.metrics.replay_segments, state, self.sum_over_shards(segments)
+        )
+
+    def _learn(self, state: TrainState, key: PRNGKey, first_row):
+        # Stratified by game row, as AlphaZero's learner: the same segments whether the
+        # rows sit on one device or are sharded over many.
+        rows = rows_of(state)
+        per_row = self.config.batch_size // self.config.num_envs
+
+        def sample(row_replay, row_key):
+            return self.replay.sample_row(row_replay, key=row_key, batch_size=per_row)
+
+        targets, observation, valid = jax.vmap(sample)(state.replay, row_keys(key, first_row, rows))
+        targets, observation, valid = jax.tree.map(
+            lambda x: x.reshape((rows * per_row,) + x.shape[2:]), (targets, observation, valid)
+        )
+        config = self.config
+
+        def objective(params):
+            parts = loss(
+                eqx.combine(params, state.net_static),
+                observation,
+                targets,
+                valid,
+                value_loss_weight=config.value_loss_weight,
+                reward_loss_weight=config.reward_loss_weight,
+            )
+            return parts.loss, parts
+
+        grads, parts = jax.grad(objective, has_aux=True)(state.params)
+        params, opt_state = self.apply_gradients(
+            self.optimiser, state.params, state.opt_state, grads, parts.count
+        )
+        state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state))
+        return state, self.sum_over_shards(parts)
+
+    def learn(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """`train_steps` updates on segments from the replay (each skipped while no
+        segment is complete). Sets the loss fields of `state.metrics`."""
+        first_row = self.first_row(rows_of(state))
+
+        def update(state, index):
+            return self._learn(state, jax.random.fold_in(key, index), first_row)
+
+        state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
+        means = [
+            mean_over_updates(total, parts.count)[0]
+            for total in (
+                parts.loss,
+                parts.policy_loss,
+                parts.value_loss,
+                parts.reward_loss,
+                parts.policy_entropy,
+            )
+        ]
+        applied = mean_over_updates(parts.loss, parts.count)[1]
+        return eqx.tree_at(
+            lambda s: (
+                s.metrics.loss,
+                s.metrics.policy_loss,
+                s.metrics.value_loss,
+                s.metrics.reward_loss,
+                s.metrics.policy_entropy,
+                s.metrics.updates_applied,
+            ),
+            state,
+            (*means, applied),
+        )
+
+    def step(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """One training iteration: `self_play`, then `learn`. Pure."""
+        play_key, learn_key = jax.random.split(key)
+        state = self.learn(self.self_play(state, play_key), learn_key)
+        return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)

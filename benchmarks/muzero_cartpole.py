@@ -1,0 +1,89 @@
+"""The `muzero_cartpole` preset trained seed by seed: the self-play return against
+environment steps, and evaluations by the search over the learned model with its noise off
+([`azx.muzero.evaluate`][]).
+
+    python -m benchmarks.muzero_cartpole --seeds 0 1 2 3 4
+    python -m benchmarks.muzero_cartpole --seeds 1 4 --config '{"td_steps": 10}'
+
+Prints, per seed, one line per `--report-every` iterations (environment steps, mean return
+of the self-play episodes that ended since the last line, losses, seconds of training so
+far) and one line per evaluation (every `--eval-every` iterations and at the end: mean,
+minimum and 95% interval of the return over `--eval-episodes` episodes).
+"""
+
+import argparse
+import dataclasses
+import json
+import time
+
+import equinox as eqx
+import jax
+import numpy as np
+
+import azx
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0])
+    parser.add_argument("--iterations", type=int, default=None, help="default: the preset's")
+    parser.add_argument("--report-every", type=int, default=20)
+    parser.add_argument("--eval-every", type=int, default=100)
+    parser.add_argument("--eval-episodes", type=int, default=32)
+    parser.add_argument(
+        "--config", type=json.loads, default={}, help="JSON: changes to the preset's config"
+    )
+    parser.add_argument(
+        "--search-options", type=json.loads, default=None, help="JSON: the search's options"
+    )
+    args = parser.parse_args(argv)
+    preset = azx.presets.get("muzero_cartpole")
+    preset = preset.replace(config=dataclasses.replace(preset.config, **args.config))
+    if args.search_options is not None:
+        preset = preset.replace(search_options=args.search_options)
+    iterations = args.iterations or preset.iterations
+    evaluate = eqx.filter_jit(azx.muzero.evaluate)
+    for seed in args.seeds:
+        trainer, state = preset.build(seed=seed)
+        train = eqx.filter_jit(trainer.train_and_record)
+        training_seconds, done = 0.0, 0
+        while done < iterations:
+            chunk = min(args.report_every, iterations - done)
+            start = time.perf_counter()
+            state, metrics = train(state, chunk)
+            jax.block_until_ready(state.params)
+            training_seconds += time.perf_counter() - start
+            done += chunk
+            episodes = np.asarray(metrics.episodes)
+            returns = np.asarray(metrics.episode_return) * episodes
+            mean_return = returns.sum() / max(episodes.sum(), 1)
+            losses = {
+                name: float(np.mean(getattr(metrics, name)))
+                for name in ("loss", "value_loss", "reward_loss")
+            }
+            print(
+                f"seed {seed} env_steps {trainer.env_steps(state)} self-play return "
+                f"{mean_return:.1f} ({episodes.sum()} episodes) loss {losses['loss']:.3f} "
+                f"value {losses['value_loss']:.3f} reward {losses['reward_loss']:.3f} "
+                f"training {training_seconds:.0f} s",
+                flush=True,
+            )
+            if done % args.eval_every == 0 or done == iterations:
+                result = evaluate(
+                    trainer,
+                    state.net,
+                    num_episodes=args.eval_episodes,
+                    key=jax.random.key(10_000 + seed),
+                )
+                low, high = result.return_interval()
+                returns = np.asarray(result.returns)
+                print(
+                    f"seed {seed} env_steps {trainer.env_steps(state)} evaluation: mean "
+                    f"return {returns.mean():.1f} [{low:.1f}, {high:.1f}] min "
+                    f"{returns.min():.0f} over {returns.size} episodes",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,330 @@
+"""MuZero's replay, unroll targets, loss and trainer: targets against hand computations,
+the loss against a step-by-step re-computation, the trainer's shapes, sharding-free
+determinism and exact resume through a checkpoint."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import azx
+import azx.muzero as mz
+
+
+K, N = 2, 3  # unroll steps, td steps: windows of K + N + 1 = 6 steps
+
+
+def _window(reward, discount, root_value, terminated=(), truncated=(), num_actions=2):
+    size = K + N + 1
+    end = np.zeros(size, bool)
+    return mz.Step(
+        observation=jnp.arange(size, dtype=jnp.float32)[:, None],
+        action=jnp.arange(size, dtype=jnp.int32) % num_actions,
+        policy_target=jnp.tile(jnp.array([0.25, 0.75]), (size, 1)),
+        reward=jnp.asarray(reward, jnp.float32),
+        discount=jnp.asarray(discount, jnp.float32),
+        root_value=jnp.asarray(root_value, jnp.float32),
+        terminated=jnp.asarray(np.isin(np.arange(size), terminated) | end),
+        truncated=jnp.asarray(np.isin(np.arange(size), truncated) | end),
+    )
+
+
+R = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0]
+V = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
+G = [0.9] * 6
+
+
+def _check(window, value, mask, reward, reward_mask):
+    targets = mz.unroll_targets(window, K, N)
+    np.testing.assert_allclose(np.asarray(targets.value_target), value, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(targets.mask), mask)
+    np.testing.assert_allclose(np.asarray(targets.reward_target), reward)
+    np.testing.assert_array_equal(np.asarray(targets.reward_mask), reward_mask)
+    np.testing.assert_array_equal(np.asarray(targets.actions), [0, 1])
+
+
+def test_targets_without_an_end_bootstrap_after_n_rewards():
+    value = [
+        1 + 0.9 * 2 + 0.81 * 3 + 0.729 * 40,
+        2 + 0.9 * 3 + 0.81 * 4 + 0.729 * 50,
+        3 + 0.9 * 4 + 0.81 * 5 + 0.729 * 60,
+    ]
+    _check(_window(R, G, V), value, [1, 1, 1], [1, 2], [1, 1])
+
+
+def test_targets_at_a_termination_stop_and_mask_what_follows():
+    # The action of step 1 ends the episode: no bootstrap, steps 2.. are another episode.
+    _check(_window(R, G, V, terminated=[1]), [1 + 0.9 * 2, 2, 0], [1, 1, 0], [1, 2], [1, 1])
+    # Ended by step 0's action: only the root and its reward are trained.
+    _check(_window(R, G, V, terminated=[0]), [1, 0, 0], [1, 0, 0], [1, 0], [1, 0])
+    # An end by step 3's action: k = 0's three rewards stop short of it (bootstrap from
+    # step 3's root value); k = 1 and k = 2 reach it and stop there.
+    _check(
+        _window(R, G, V, terminated=[3]),
+        [1 + 0.9 * 2 + 0.81 * 3 + 0.729 * 40, 2 + 0.9 * 3 + 0.81 * 4, 3 + 0.9 * 4],
+        [1, 1, 1],
+        [1, 2],
+        [1, 1],
+    )
+
+
+def test_targets_at_a_truncation_bootstrap_from_the_truncated_step():
+    # Truncated after step 1: its root value stands for everything from it on.
+    _check(_window(R, G, V, truncated=[1]), [1 + 0.9 * 20, 20, 0], [1, 1, 0], [1, 2], [1, 1])
+    _check(
+        _window(R, G, V, truncated=[2]),
+        [1 + 0.9 * 2 + 0.81 * 30, 2 + 0.9 * 30, 30],
+        [1, 1, 1],
+        [1, 2],
+        [1, 1],
+    )
+
+
+def test_two_player_targets_flip_sign_each_ply():
+    # Turns alternate (discount -1); the mover of step 2 wins by its action.
+    reward = [0.0, 0.0, 1.0, 0.0, 0.0, 0.0]
+    _check(
+        _window(reward, [-1.0] * 6, V, terminated=[2]),
+        [1.0, -1.0, 1.0],
+        [1, 1, 1],
+        [0, 0],
+        [1, 1],
+    )
+
+
+def test_replay_samples_only_complete_windows_of_consecutive_steps():
+    replay = mz.SegmentReplay(slots=10, unroll_steps=K, td_steps=N)
+    example = jax.tree.map(lambda x: x[0], _window(R, G, V))
+    state = replay.init(example, num_envs=2)
+    for t in range(13):  # wraps the ring of 10
+        step = jax.tree.map(lambda x: jnp.stack([x, x]), example)
+        step = eqx.tree_at(
+            lambda s: (s.reward, s.observation),
+            step,
+            (jnp.full(2, float(t)), jnp.full((2, 1), float(t))),
+        )
+        state = replay.add(state, step)
+        sampleable = np.asarray(replay.sampleable(state))
+        # Steps 0 .. t are held (the newest 10); those with 5 later steps can start.
+        held = range(max(0, t - 9), t + 1)
+        expected = {s % 10 for s in held if t - s >= K + N}
+        assert set(np.flatnonzero(sampleable[0])) == expected
+    row = jax.tree.map(lambda x: x[0], state)
+    targets, observation, valid = replay.sample_row(row, key=jax.random.key(0), batch_size=64)
+    assert np.all(np.asarray(valid))
+    starts = np.asarray(observation)[:, 0]
+    assert set(starts.astype(int)) == {3, 4, 5, 6, 7}
+    # The segment's rewards are its start's and the next step's.
+    np.testing.assert_array_equal(
+        np.asarray(targets.reward_target), np.stack([starts, starts + 1], axis=1)
+    )
+    empty = replay.init(example, num_envs=1)
+    _, _, valid = replay.sample_row(
+        jax.tree.map(lambda x: x[0], empty), key=jax.random.key(0), batch_size=4
+    )
+    assert not np.any(np.asarray(valid))
+
+
+def test_scale_gradient_keeps_the_value_and_scales_the_gradient():
+    x = jnp.array([1.0, -2.0])
+    np.testing.assert_array_equal(np.asarray(mz.scale_gradient(x, 0.5)), np.asarray(x))
+    grad = jax.grad(lambda x: jnp.sum(mz.scale_gradient(x, 0.5) ** 2))(x)
+    np.testing.assert_allclose(np.asarray(grad), 0.5 * 2 * np.asarray(x))
+
+
+@pytest.mark.parametrize("support_size", [None, 5])
+def test_segment_loss_equals_a_step_by_step_computation(support_size):
+    net = mz.mlp_net(
+        (1,), 2, embedding_size=4, width=8, support_size=support_size, key=jax.random.key(0)
+    )
+    window = _window(R, G, V, terminated=[1])
+    targets = mz.unroll_targets(window, K, N)
+    policy, value, reward, entropy = mz.segment_loss(
+        net, window.observation[0], targets, value_loss_weight=0.25, reward_loss_weight=1.0
+    )
+
+    def head_loss(head, target):
+        if support_size is None:
+            return 0.5 * (float(head[0]) - target) ** 2
+        h = np.sign(target) * (np.sqrt(abs(target) + 1) - 1) + 1e-3 * target
+        h = min(max(h, -support_size), support_size)
+        low = int(np.floor(h))
+        p = np.zeros(2 * support_size + 1)
+        p[low + support_size] = 1 - (h - low)
+        if h > low:
+            p[low + support_size + 1] = h - low
+        log_p = np.asarray(jax.nn.log_softmax(head), np.float64)
+        return -float(np.sum(p * log_p))
+
+    # Targets by hand: step 1 ends the episode.
+    value_target, mask = [1 + 0.9 * 2, 2.0, 0.0], [1, 1, 0]
+    embedding = net.represent(window.observation[0])
+    expected_policy = expected_value = expected_reward = 0.0
+    for k in range(K + 1):
+        weight = 1.0 if k == 0 else 1.0 / K
+        logits, value_head = net.prediction(embedding)
+        log_pi = np.asarray(jax.nn.log_softmax(logits), np.float64)
+        if k == 0:
+            expected_entropy = -float(np.sum(np.exp(log_pi) * log_pi))
+        expected_policy += weight * mask[k] * -float(np.sum([0.25, 0.75] * log_pi))
+        expected_value += weight * mask[k] * head_loss(value_head, value_target[k])
+        if k < K:
+            reward_head, embedding = net.dynamics(embedding, jnp.int32(k % 2))
+            expected_reward += head_loss(reward_head, R[k]) / K  # both actions in-episode
+    np.testing.assert_allclose(float(policy), expected_policy, rtol=1e-5)
+    np.testing.assert_allclose(float(value), 0.25 * expected_value, rtol=1e-5)
+    np.testing.assert_allclose(float(reward), expected_reward, rtol=1e-5)
+    np.testing.assert_allclose(float(entropy), expected_entropy, rtol=1e-5)
+
+
+def _assert_states_equal(a, b):
+    def data(x):
+        return jax.random.key_data(x) if jnp.issubdtype(x.dtype, jax.dtypes.prng_key) else x
+
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b), strict=True):
+        np.testing.assert_array_equal(np.asarray(data(x)), np.asarray(data(y)))
+
+
+def _trainer(search=None):
+    env = azx.envs.make("gymnax:CartPole-v1")
+    config = mz.Config(
+        num_envs=4,
+        collect_steps=4,
+        train_steps=2,
+        batch_size=16,
+        buffer_capacity=4 * 32,
+        unroll_steps=3,
+        td_steps=4,
+    )
+    search = search or azx.search.Gumbel(4, gamma=0.99)
+    trainer = mz.MuZero(env, search, config)
+    net = mz.mlp_net(
+        env.observation_shape,
+        env.num_actions,
+        embedding_size=8,
+        width=16,
+        support_size=5,
+        key=jax.random.key(0),
+    )
+    return trainer, trainer.init(net, key=jax.random.key(1))
+
+
+def test_step_and_train_shapes_and_determinism():
+    trainer, state = _trainer()
+    step = eqx.filter_jit(eqx.debug.assert_max_traces(trainer.step, max_traces=1))
+    one = step(state, jax.random.key(5))
+    assert int(one.iteration) == 1
+    assert one.replay.steps.observation.shape == (4, 32, 4)
+    assert int(one.metrics.replay_segments) == 0  # 4 steps per row: no complete window
+    assert int(one.metrics.updates_applied) == 0
+    np.testing.assert_array_equal(
+        np.asarray(jax.tree.leaves(one.params)[0]), np.asarray(jax.tree.leaves(state.params)[0])
+    )
+    _assert_states_equal(one, step(state, jax.random.key(5)))
+    trained = eqx.filter_jit(trainer.train)(state, 4)
+    assert int(trained.iteration) == 4
+    # 16 steps per row, windows of 8: steps 0..8 start segments in each of 4 rows.
+    assert int(trained.metrics.replay_segments) == 4 * 9
+    assert int(trained.metrics.updates_applied) == 2
+    assert np.isfinite(float(trained.metrics.loss))
+    assert trainer.env_steps(trained) == 4 * 4 * 4
+
+
+def test_resume_through_a_checkpoint_equals_a_straight_run(tmp_path):
+    trainer, state = _trainer()
+    train = eqx.filter_jit(trainer.train)
+    straight = train(state, 4)
+    half = train(state, 2)
+    checkpoints = azx.checkpoint.Checkpointer(tmp_path)
+    checkpoints.save(half, step=2)
+    restored = checkpoints.restore(state, step=2)
+    _assert_states_equal(straight, train(restored, 2))
+
+
+def test_two_player_game_trains_with_alternating_discounts():
+    env = azx.envs.make("tic_tac_toe")
+    config = mz.Config(
+        num_envs=4,
+        collect_steps=6,
+        train_steps=1,
+        batch_size=8,
+        buffer_capacity=4 * 24,
+        unroll_steps=2,
+        td_steps=3,
+    )
+    trainer = mz.MuZero(env, azx.search.Gumbel(4), config)
+    # The residual networks (embeddings of 8 planes of 3x3) through the whole trainer.
+    net = mz.resnet_net(
+        env.observation_shape, env.num_actions, channels=8, num_blocks=1, key=jax.random.key(0)
+    )
+    assert trainer.model(net).two_player
+    state = eqx.filter_jit(trainer.train)(trainer.init(net, key=jax.random.key(1)), 2)
+    steps = state.replay.steps
+    written = np.asarray(state.replay.written)
+    # Turns alternate in tic-tac-toe: every stored step's discount is -gamma.
+    np.testing.assert_array_equal(np.asarray(steps.discount)[written], -1.0)
+    # The mover's reward is +1 on a winning move and never negative (pgx pays a loss to
+    # the player who does not move).
+    rewards = np.asarray(steps.reward)[written]
+    assert set(np.unique(rewards)) <= {0.0, 1.0}
+    assert np.all(rewards[~np.asarray(steps.terminated)[written]] == 0.0)
+    assert int(state.metrics.updates_applied) == 1 and np.isfinite(float(state.metrics.loss))
+
+
+def test_bad_configurations_are_refused():
+    with pytest.raises(ValueError, match="reuse_tree=False"):
+        _trainer(azx.search.PUCT(4, reuse_tree=True))
+    with pytest.raises(ValueError, match="collect_steps \\+ unroll_steps \\+ td_steps \\+ 1"):
+        mz.Config(num_envs=4, buffer_capacity=8)
+    with pytest.raises(ValueError, match="batch_size \\(10\\) must be a multiple"):
+        mz.Config(num_envs=4, batch_size=10)
+    with pytest.raises(ValueError, match="decay_iterations must be a positive int, got 0"):
+        mz.Config(decay_iterations=0)
+
+
+def test_evaluate_plays_whole_episodes_with_the_search():
+    trainer, state = _trainer()
+    result = eqx.filter_jit(mz.evaluate)(
+        trainer, state.net, num_episodes=3, key=jax.random.key(0), max_steps=30
+    )
+    returns, lengths = np.asarray(result.returns), np.asarray(result.lengths)
+    # CartPole pays 1 per step: the return is the length; an episode cut at max_steps is
+    # marked unfinished.
+    np.testing.assert_array_equal(returns, lengths.astype(np.float32))
+    np.testing.assert_array_equal(np.asarray(result.finished), lengths < 30)
+    assert np.all((lengths >= 1) & (lengths <= 30))
+    greedy = mz.greedy_search(trainer)
+    assert greedy.root_policy.gumbel_scale == 0.0
+    assert mz.greedy_search(_trainer(azx.search.PUCT(4))[0]).root_policy.temperature == 0.0
+
+
+def test_preset_round_trips_and_builds():
+    preset = azx.presets.get("muzero_cartpole")
+    assert azx.presets.from_dict(preset.to_dict()) == preset
+    trainer, state = preset.build(seed=0)
+    assert isinstance(trainer, mz.MuZero) and isinstance(state, mz.TrainState)
+    assert trainer.env_steps_per_iteration * preset.iterations >= 100_000
+    with pytest.raises(ValueError, match="taken by azx's own presets"):
+        azx.presets.register(preset)
+
+
+@pytest.mark.slow
+def test_four_devices_train_like_one():
+    here = pathlib.Path(__file__).parent
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    result = subprocess.run(
+        [sys.executable, str(here / "_muzero_sharded_run.py")],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "MUZERO SHARDED OK" in result.stdout
