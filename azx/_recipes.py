@@ -679,6 +679,10 @@ class MuZeroRecipe(AbstractRecipe):
         phase(f"evaluating the search ({self.eval_episodes} episodes)")
         return self._evaluate(trainer, state, self.eval_episodes, key)
 
+    # Several seeds as AlphaZero's: the same native search.
+    vmaps_seeds = AlphaZeroRecipe.vmaps_seeds
+    for_seeds = AlphaZeroRecipe.for_seeds
+
     # Episodes' returns, summed up and printed as PPO's are.
     evaluation_lines = PPORecipe.evaluation_lines
     progress = PPORecipe.progress

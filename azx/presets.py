@@ -7,7 +7,8 @@ together.
 
 Every preset is a [`azx.presets.Preset`][]; what belongs to its algorithm (AlphaZero's
 search and evaluation opponents, PPO's evaluation episodes) is its `recipe`, an
-[`azx.presets.AlphaZeroRecipe`][] or an [`azx.presets.PPORecipe`][].
+[`azx.presets.AlphaZeroRecipe`][], an [`azx.presets.PPORecipe`][] or an
+[`azx.presets.MuZeroRecipe`][].
 """
 
 import dataclasses

@@ -31,7 +31,8 @@ def test_no_module_imports_another_modules_private_name():
 
 
 def test_no_algorithm_name_is_compared_outside_the_recipes():
-    names = {azx.presets.AlphaZeroRecipe.name, azx.presets.PPORecipe.name}
+    recipes = (azx.presets.AlphaZeroRecipe, azx.presets.PPORecipe, azx.presets.MuZeroRecipe)
+    names = {recipe.name for recipe in recipes}
     found = []
     for name, tree in _trees():
         for node in ast.walk(tree):

@@ -139,3 +139,17 @@ def test_alphazero_seeds_train_evaluate_and_draw_together(tmp_path):
     saved = json.loads((tmp_path / "e.json").read_text())
     scores = [saved["seeds"][s]["results"]["random"]["score"] for s in ("0", "1")]
     assert saved["across_seeds"]["vs random"]["mean"] == pytest.approx(np.mean(scores))
+
+
+@pytest.mark.slow
+def test_muzero_seeds_train_one_after_another_as_their_own_runs(tmp_path):
+    # On the CPU MuZero's seeds, like AlphaZero's, are mapped: bit for bit their own runs.
+    small = {"iterations": 2, "eval_every": 2, "log_every": 1, "quiet": True}
+    azx.run.train(tmp_path / "both", preset="muzero_cartpole", seeds=2, **small)
+    azx.run.train(tmp_path / "one", preset="muzero_cartpole", seed=1, **small)
+    wall = ("elapsed_s", "steps_per_s")
+    together, alone = (
+        [{k: v for k, v in r.items() if k not in wall} for r in azx.run.read_metrics(path)]
+        for path in (tmp_path / "both" / "seed1", tmp_path / "one")
+    )
+    assert together == alone and len(alone) == 3
