@@ -31,9 +31,15 @@ def _small_alphazero():
     return preset.replace(config=config, search_options=options)
 
 
-@pytest.mark.parametrize("vmap", [True, False], ids=["vmap", "one-after-another"])
 @pytest.mark.parametrize(
-    "make", [lambda: azx.presets.get("ppo_cartpole"), _small_alphazero], ids=["ppo", "alphazero"]
+    ("make", "vmap"),
+    [
+        pytest.param(lambda: azx.presets.get("ppo_cartpole"), True, id="ppo-vmap"),
+        pytest.param(lambda: azx.presets.get("ppo_cartpole"), False, id="ppo-one-after-another"),
+        # AlphaZero vmaps its seeds on accelerators only (`Preset.vmaps_seeds`).
+        pytest.param(_small_alphazero, True, id="alphazero-vmap", marks=pytest.mark.slow),
+        pytest.param(_small_alphazero, False, id="alphazero-one-after-another"),
+    ],
 )
 def test_seeds_train_as_their_own_runs(make, vmap):
     preset, seeds, iterations = make(), [0, 5], 3
