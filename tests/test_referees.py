@@ -241,6 +241,7 @@ def test_pubeval_bears_off_to_win_and_hits():
     assert final[25] == -1 and final[20] > 0
 
 
+@pytest.mark.slow  # whole games of a referee against random
 def test_pubeval_beats_random_by_a_wide_margin():
     match = eqx.filter_jit(backgammon_match)
     result = match(BACKGAMMON, PubevalAgent(), RandomAgent(), num_games=100, key=jax.random.key(0))
@@ -408,6 +409,7 @@ def test_expectimax_values(board, depth):
             assert values[action] == pytest.approx(expected, rel=1e-5), action
 
 
+@pytest.mark.slow  # whole games of a referee against random
 def test_expectimax_outscores_random():
     evaluate = eqx.filter_jit(evaluate_2048)
     key = jax.random.key(0)
