@@ -55,8 +55,8 @@ def evaluate(
         jnp.zeros(embedding.shape, embedding.dtype), env.num_actions, num_episodes
     )
 
-    def move(carry, index):
-        env_state, total, length, running = carry
+    def move(state):
+        (env_state, total, length, running), index = state
         keys = row_keys(jax.random.fold_in(key, 1 + index), jnp.int32(0), num_episodes)
         pairs = jax.vmap(jax.random.split)(keys)
         search_keys, step_keys = pairs[:, 0], pairs[:, 1]
@@ -71,7 +71,7 @@ def evaluate(
         total = total + jnp.where(running, reward, 0.0)
         length = length + running.astype(jnp.int32)
         # An ended episode's row plays on until all have ended; those moves do not count.
-        return (next_state, total, length, running & ~ended), None
+        return (next_state, total, length, running & ~ended), index + 1
 
     carry = (
         env_state,
@@ -80,13 +80,9 @@ def evaluate(
         jnp.ones(num_episodes, bool),
     )
 
-    def cond(state):
-        (carry, index) = state
-        return jnp.any(carry[3]) & (index < max_steps)
+    def playing(state):
+        (_, _, _, running), index = state
+        return jnp.any(running) & (index < max_steps)
 
-    def body(state):
-        carry, index = state
-        return move(carry, index)[0], index + 1
-
-    (_, total, length, running), _ = jax.lax.while_loop(cond, body, (carry, jnp.int32(0)))
+    (_, total, length, running), _ = jax.lax.while_loop(playing, move, (carry, jnp.int32(0)))
     return EvaluationResult(returns=total, lengths=length, finished=~running)
