@@ -244,7 +244,8 @@ def train(
     instead picks the preset that plays that environment (or the generic setup).
 
     Options left as `None` take the preset's values (or, with `resume`, the run's).
-    `eval_games` and `opponents` apply to AlphaZero presets, `eval_episodes` to PPO ones.
+    `eval_games` and `opponents` apply to AlphaZero and MuZero presets, `eval_episodes` to
+    PPO ones.
 
     `log` names experiment trackers that get every metrics record too: `"tensorboard"`
     (event files in `out/tensorboard/`; `pip install 'azx[tensorboard]'`) and `"wandb"`

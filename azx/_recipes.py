@@ -32,11 +32,16 @@ from ._report import (
     plot_episodes_curve,
     plot_learning_curve,
     plot_return_curve,
-    return_record,
 )
 from ._validate import check_positive_int
 from .alphazero import AlphaZero, Config
-from .muzero import Config as MuZeroConfig, MuZero, evaluate as muzero_evaluate, mlp_net
+from .muzero import (
+    Config as MuZeroConfig,
+    MuZero,
+    MuZeroAgent,
+    evaluate as muzero_evaluate,
+    mlp_net,
+)
 
 
 class AbstractRecipe(abc.ABC):
@@ -604,21 +609,19 @@ RECIPES: dict[str, type[AbstractRecipe]] = {
 
 
 @dataclasses.dataclass(frozen=True)
-class MuZeroRecipe(AbstractRecipe):
-    """MuZero ([`azx.muzero.MuZero`][]) on single-player environments: its search, and how
-    `azx train` evaluates it (episodes played by the search over the learned model, its
-    exploration off: [`azx.muzero.evaluate`][])."""
+class MuZeroRecipe(AlphaZeroRecipe):
+    """MuZero ([`azx.muzero.MuZero`][]): its search, and how `azx train` evaluates it.
+
+    A trained MuZero plays as AlphaZero's network does, through an arena agent: the
+    search over its learned model ([`azx.muzero.MuZeroAgent`][], exploration off) or the
+    prediction at the observation's embedding (`"network"`). So it is evaluated as an
+    AlphaZero run is: the agents' episodes in a single-player environment, their matches
+    against `eval_opponents` in a two-player game; `azx eval` takes the same options.
+    """
 
     name: ClassVar[str] = "muzero"
     config_class: ClassVar[type] = MuZeroConfig
-    train_options: ClassVar[dict[str, str]] = {"eval_episodes": "eval_episodes"}
-    eval_options: ClassVar[tuple[str, ...]] = ("episodes",)
     networks: ClassVar[tuple[str, ...]] = ("mlp",)
-    plays_games: ClassVar[bool] = False
-    field_types: ClassVar[dict[str, tuple[str, ...]]] = {
-        "str": ("search",),
-        "dict": ("search_options",),
-    }
 
     search: str = "gumbel"
     """`"puct"` or `"gumbel"` (native search over the learned model)."""
@@ -627,12 +630,9 @@ class MuZeroRecipe(AbstractRecipe):
     )
     """Options of [`azx.search.make`][], `num_simulations` among them (and `gamma`, the
     discount of the search and of the targets)."""
-    eval_episodes: int = 32
-    """Episodes per evaluation in `azx train` (and the default of `azx eval`)."""
 
     def __post_init__(self):
-        check_types(vars(self), **self.field_types)
-        check_positive_int("eval_episodes", self.eval_episodes)
+        super().__post_init__()
         if "num_simulations" not in self.search_options:
             raise ValueError(
                 f"search_options must give num_simulations, got {self.search_options!r}"
@@ -642,16 +642,7 @@ class MuZeroRecipe(AbstractRecipe):
         return mlp_net(env.observation_shape, env.num_actions, key=key, **options)
 
     def make_trainer(self, env, config):
-        options = dict(self.search_options)
-        num_simulations = options.pop("num_simulations")
-        return MuZero(env, search.make(self.search, num_simulations, **options), config)
-
-    def check_training(self, env):
-        if env.num_players != 1:
-            raise ValueError(
-                f"the muzero recipe evaluates single-player environments; this one has "
-                f"num_players={env.num_players}"
-            )
+        return MuZero(env, self.make_search(), config)
 
     def record(self, trainer, state, history, rate):
         episodes = np.asarray(history.episodes)
@@ -671,40 +662,20 @@ class MuZeroRecipe(AbstractRecipe):
             "steps_per_s": rate,
         }
 
-    def _evaluate(self, trainer, state, num_episodes: int, key) -> dict[str, Any]:
-        result = _muzero_evaluate(trainer, state.net, num_episodes=num_episodes, key=key)
-        return return_record(result, greedy=True)
-
-    def evaluate(self, trainer, state, *, key, phase):
-        phase(f"evaluating the search ({self.eval_episodes} episodes)")
-        return self._evaluate(trainer, state, self.eval_episodes, key)
-
-    # Several seeds as AlphaZero's: the same native search.
-    vmaps_seeds = AlphaZeroRecipe.vmaps_seeds
-    for_seeds = AlphaZeroRecipe.for_seeds
-
-    # Episodes' returns, summed up and printed as PPO's are.
-    evaluation_lines = PPORecipe.evaluation_lines
+    # The self-play return and speed, as PPO's progress shows them.
     progress = PPORecipe.progress
-    headline = PPORecipe.headline
-
-    def plot(self, records, path, *, title):
-        # PPO's picture: returns, the value loss, the policy loss and entropy.
-        plot_return_curve(records, path, title=title)
 
     def agent(self, net, kind, num_simulations):
-        raise RunError("an arena agent needs an AlphaZero run; this is a muzero run")
+        if kind == "search":
+            overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
+            return MuZeroAgent(net, self.make_eval_search(**overrides))
+        return super().agent(net, kind, num_simulations)
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
         del greedy  # the search plays without exploration
+        if trainer.env.num_players != 1:
+            raise RunError("episodes need a single-player environment; this run's has two")
         return _muzero_evaluate(trainer, state.net, num_episodes=num_episodes, key=key)
-
-    def evaluate_run(self, run, options, *, seed):
-        episodes = self.eval_episodes if options["episodes"] is None else options["episodes"]
-        record = self._evaluate(run.trainer, run.state, episodes, jax.random.key(seed))
-        line = f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"
-        result = {"run": str(run.directory), "iteration": run.iteration, "seed": seed, **record}
-        return result, "search", [line]
 
 
 _muzero_evaluate = eqx.filter_jit(muzero_evaluate)

@@ -220,7 +220,10 @@ def _title(figure, records: list[dict[str, Any]], what: str) -> None:
 def _interval_bars(axes, x, intervals: list[tuple[float, float, float]], **style) -> None:
     """Points at each interval's estimate with bars from its low to its high end."""
     estimate, low, high = (np.asarray(column) for column in zip(*intervals))
-    axes.errorbar(x, estimate, yerr=[estimate - low, high - estimate], **style)
+    # An interval's end can miss its estimate by a rounding error (Wilson's interval at a
+    # score of 0 or 1); matplotlib refuses negative bar lengths.
+    below, above = np.maximum(estimate - low, 0.0), np.maximum(high - estimate, 0.0)
+    axes.errorbar(x, estimate, yerr=[below, above], **style)
 
 
 def plot_return_curve(

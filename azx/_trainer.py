@@ -11,11 +11,12 @@ from typing import Any, ClassVar, Generic, TypeVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
-from jaxtyping import Array, Bool, Float, Int, PyTree
+from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
 
 from ._numerics import third_party_numerics
-from ._types import PRNGKey, PRNGKeys
+from ._types import EnvState, PRNGKey, PRNGKeys
 from .envs import AbstractEnv
 
 
@@ -228,3 +229,70 @@ def select_rows(mask: Bool[Array, "*rows"], new: PyTree[Array], old: PyTree[Arra
         return jnp.where(jnp.reshape(mask, mask.shape + (1,) * (a.ndim - mask.ndim)), a, b)
 
     return jax.tree.map(pick, new, old)
+
+
+def random_moves(
+    env: AbstractEnv,
+    env_state: EnvState,
+    action: Int[Array, " rows"],
+    episode_length: Int[Array, " rows"],
+    keys: PRNGKeys,
+    *,
+    opening_moves: int,
+    probability: float,
+) -> Int[Array, " rows"]:
+    """Self-play's `action` per row, replaced by a uniformly random legal move for the first
+    `opening_moves` moves of every game and, after them, with `probability` (the
+    trainers' `random_opening_moves` and `random_move_probability`). `keys`: one per row;
+    the draws use streams folded from them, apart from what else they key, so that with
+    both settings 0 nothing changes."""
+    if not (opening_moves or probability):
+        return action
+    opening_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    legal = jax.vmap(env.legal_action_mask)(env_state)
+    noise = jax.vmap(lambda k: jax.random.uniform(k, legal.shape[1:]))(opening_keys)
+    random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(action.dtype)
+    random_move = episode_length < opening_moves
+    if probability:
+        coin_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
+        coin = jax.vmap(jax.random.uniform)(coin_keys)
+        random_move |= coin < probability
+    return jnp.where(random_move, random_action, action)
+
+
+class SymmetryDraw(eqx.Module):
+    """A board symmetry of `env` ([`azx.envs.AbstractEnv.symmetries`][]) drawn uniformly
+    for each of a learner batch's examples, per game row like the sample itself (so that
+    sharding does not change the draw): the data augmentation of the trainers'
+    `augment_symmetries`."""
+
+    choice: Int[Array, " batch"]
+    """The symmetry of each example."""
+    observation_index: Int[Array, "symmetries observation_size"]
+    action_index: Int[Array, "symmetries num_actions"]
+    """`x'[i] = x[index[i]]` maps a flat observation or a per-action array."""
+
+    @classmethod
+    def make(cls, env: AbstractEnv, key: PRNGKey, first_row, batch: int, per_row: int):
+        symmetries = env.symmetries()
+        keys = row_keys(key, first_row, batch // per_row)
+        choice = jax.vmap(lambda k: jax.random.randint(k, (per_row,), 0, len(symmetries)))(keys)
+        return cls(
+            choice=choice.reshape(-1),
+            observation_index=jnp.asarray(np.stack([s.observation_index for s in symmetries])),
+            action_index=jnp.asarray(np.stack([s.action_index for s in symmetries])),
+        )
+
+    def permute(self, x: Shaped[Array, "batch ..."], index) -> Shaped[Array, "batch ..."]:
+        """Each example's `x` (flattened after the batch axis) gathered by its symmetry's
+        row of `index`."""
+        rows = x.shape[0]
+        flat = x.reshape(rows, -1)
+        return jnp.take_along_axis(flat, index[self.choice], axis=1).reshape(x.shape)
+
+    def map_actions(self, action: Int[Array, "batch ..."]) -> Int[Array, "batch ..."]:
+        """Each example's actions as its symmetry maps them (where a per-action array's
+        entry for `action` goes under `permute`)."""
+        inverse = jnp.argsort(self.action_index, axis=1)[self.choice]
+        flat = action.reshape(action.shape[0], -1)
+        return jnp.take_along_axis(inverse, flat, axis=1).reshape(action.shape).astype(action.dtype)

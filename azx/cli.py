@@ -1,4 +1,5 @@
-"""The `azx` command: `azx train`, `azx eval`, `azx play`, for AlphaZero and PPO runs.
+"""The `azx` command: `azx train`, `azx eval`, `azx play`, for AlphaZero, MuZero and PPO
+runs.
 
 Bad input (an unknown preset, a run directory that does not fit, an opponent that does
 not parse, a flag value out of range) prints one line naming the problem and exits with
@@ -65,7 +66,7 @@ class _Group(typer.core.TyperGroup):
 
 app = typer.Typer(
     cls=_Group,
-    help="AlphaZero and PPO in JAX: train an agent, evaluate it, play it.",
+    help="AlphaZero, MuZero and PPO in JAX: train an agent, evaluate it, play it.",
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
@@ -99,7 +100,7 @@ def _options(
         ),
     ] = None,
 ) -> None:
-    """AlphaZero and PPO in JAX: train an agent, evaluate it, play it."""
+    """AlphaZero, MuZero and PPO in JAX: train an agent, evaluate it, play it."""
 
 
 # `azx.run.train`'s arguments whose flag is not `--` + the name with dashes.
@@ -211,7 +212,8 @@ _TrainEvalGamesOption = Annotated[
     typer.Option(
         min=2,
         metavar="N",
-        help="Games per evaluation match (even; AlphaZero).",
+        help="Games per evaluation match, or episodes of a single-player game (even; "
+        "AlphaZero, MuZero).",
         show_default="the preset's",
     ),
 ]
@@ -224,7 +226,7 @@ _TrainEvalEpisodesOption = Annotated[
 _TrainOpponentOption = Annotated[
     list[str] | None,
     typer.Option(
-        help="Evaluation opponent, repeatable (AlphaZero): random, greedy, mcts:N, solver, "
+        help="Evaluation opponent, repeatable (AlphaZero, MuZero): random, greedy, mcts:N, solver, "
         "openspiel-mcts:N or openspiel-alphabeta:DEPTH (see azx eval --help).",
         show_default="the preset's",
         metavar="SPEC",
@@ -303,7 +305,7 @@ def train(
     process_id: _TrainProcessIdOption = None,
     join_timeout: _TrainJoinTimeoutOption = _cluster.JOIN_SECONDS,
 ) -> None:
-    """Train an agent (AlphaZero or PPO, by preset); writes config.json, metrics.jsonl,
+    """Train an agent (AlphaZero, MuZero or PPO, by preset); writes config.json, metrics.jsonl,
     checkpoints and learning_curve.png into the run directory. Ctrl-C stops after saving a
     checkpoint. Trains on every device JAX sees, of every process when several take part
     (see --coordinator)."""
@@ -353,7 +355,7 @@ _EvalOpponentOption = Annotated[
     list[str] | None,
     typer.Option(
         help=(
-            "AlphaZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
+            "AlphaZero, MuZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
             "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
             "checkpoint of this or another run of the same game, playing as --agent with "
             "its own simulations; needs --opening-plies); repeatable."
@@ -365,13 +367,13 @@ _EvalOpponentOption = Annotated[
 _EvalGamesOption = Annotated[
     int | None,
     typer.Option(
-        min=2, metavar="N", help="AlphaZero: games per opponent (even).", show_default="200"
+        min=2, metavar="N", help="AlphaZero, MuZero: games per opponent (even).", show_default="200"
     ),
 ]
 _EvalAgentOption = Annotated[
     str | None,
     typer.Option(
-        help="AlphaZero: search (network + search) or network (policy argmax).",
+        help="AlphaZero, MuZero: search (network + search) or network (policy argmax).",
         show_default="search",
         metavar="KIND",
     ),
@@ -381,7 +383,7 @@ _EvalSimulationsOption = Annotated[
     typer.Option(
         min=1,
         metavar="N",
-        help="AlphaZero: search simulations.",
+        help="AlphaZero, MuZero: search simulations.",
         show_default="the run's training number",
     ),
 ]
@@ -408,7 +410,7 @@ _EvalOpeningPliesOption = Annotated[
         min=0,
         metavar="N",
         help=(
-            "AlphaZero: the first N plies of every game are random legal moves, for "
+            "AlphaZero, MuZero: the first N plies of every game are random legal moves, for "
             "varied games between agents that play deterministically."
         ),
         show_default="0",
@@ -444,8 +446,8 @@ def evaluate(
     seed: _EvalSeedOption = 0,
     json_path: _EvalJsonPathOption = None,
 ) -> None:
-    """Evaluate a trained run. AlphaZero: play baselines (W/D/L per colour, 95% intervals,
-    Elo). PPO: the mean return of N episodes with its 95% interval."""
+    """Evaluate a trained run. AlphaZero and MuZero: play baselines (W/D/L per colour, 95%
+    intervals, Elo). PPO: the mean return of N episodes with its 95% interval."""
     given = {"opponent": opponent, "games": games, "agent": agent, "simulations": simulations}
     given |= {"opening_plies": opening_plies, "episodes": episodes, "greedy": greedy}
     # Every option is checked against the run's configuration before any checkpoint is
@@ -522,7 +524,8 @@ def play(
     loaded = _load(run, None)
     if not loaded.preset.recipe.plays_games:
         _fail(
-            f"azx play plays board games against AlphaZero runs; {run} is a {loaded.algorithm} run"
+            f"azx play plays board games against AlphaZero and MuZero runs; {run} is a "
+            f"{loaded.algorithm} run"
         )
     player = loaded.agent("search", num_simulations=simulations)
 

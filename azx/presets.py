@@ -640,6 +640,39 @@ def for_pgx_game(game: str) -> Preset[AlphaZeroRecipe]:
 
 # ----------------------------------------------------------------------------- MuZero
 
+_PRESETS["muzero_tic_tac_toe"] = Preset(
+    name="muzero_tic_tac_toe",
+    env="tic_tac_toe",
+    network="mlp",
+    # Scalar value and reward heads: both lie in [-1, 1].
+    network_options={"embedding_size": 64, "width": 128, "depth": 2},
+    recipe=MuZeroRecipe(
+        search="gumbel",
+        search_options={"num_simulations": 32},
+        eval_opponents=("random", "solver"),
+        eval_games=200,
+    ),
+    # Returns to the end of the game (no game has more than 9 moves), and the end of the
+    # game an absorbing state: the search over the learned model looks past the final
+    # move, where the model must know that nothing more happens.
+    config=MuZeroConfig(
+        num_envs=64,
+        collect_steps=8,
+        train_steps=16,
+        batch_size=256,
+        buffer_capacity=64 * 128,
+        unroll_steps=5,
+        td_steps=9,
+        absorbing_end=True,
+        learning_rate=3e-3,
+        decay_iterations=300,
+    ),
+    iterations=300,
+    description="tic-tac-toe, MuZero (MLP model, Gumbel 32 simulations), 64 games x 8 moves",
+    eval_every=50,
+)
+_BUILT_IN = _BUILT_IN | {"muzero_tic_tac_toe"}
+
 _PRESETS["muzero_cartpole"] = Preset(
     name="muzero_cartpole",
     env="gymnax:CartPole-v1",
@@ -652,7 +685,7 @@ _PRESETS["muzero_cartpole"] = Preset(
     recipe=MuZeroRecipe(
         search="gumbel",
         search_options={"num_simulations": 16, "gamma": 0.997},
-        eval_episodes=32,
+        eval_games=32,
     ),
     # 16 updates of 256 segments per 256 environment steps; 50-step returns, which lean
     # little on the stored root values (an old network's); a replay of the last 8,192

@@ -2,6 +2,7 @@
 the loss against a step-by-step re-computation, the trainer's shapes, sharding-free
 determinism and exact resume through a checkpoint."""
 
+import json
 import os
 import pathlib
 import subprocess
@@ -25,6 +26,7 @@ def _window(reward, discount, root_value, terminated=(), truncated=(), num_actio
     end = np.zeros(size, bool)
     return mz.Step(
         observation=jnp.arange(size, dtype=jnp.float32)[:, None],
+        legal_action_mask=jnp.ones((size, num_actions), bool),
         action=jnp.arange(size, dtype=jnp.int32) % num_actions,
         policy_target=jnp.tile(jnp.array([0.25, 0.75]), (size, 1)),
         reward=jnp.asarray(reward, jnp.float32),
@@ -40,10 +42,13 @@ V = [10.0, 20.0, 30.0, 40.0, 50.0, 60.0]
 G = [0.9] * 6
 
 
-def _check(window, value, mask, reward, reward_mask):
-    targets = mz.unroll_targets(window, K, N)
+def _check(window, value, mask, reward, reward_mask, value_mask=None, absorbing_end=False):
+    targets = mz.unroll_targets(window, K, N, absorbing_end=absorbing_end)
     np.testing.assert_allclose(np.asarray(targets.value_target), value, rtol=1e-6)
     np.testing.assert_array_equal(np.asarray(targets.mask), mask)
+    np.testing.assert_array_equal(
+        np.asarray(targets.value_mask), mask if value_mask is None else value_mask
+    )
     np.testing.assert_allclose(np.asarray(targets.reward_target), reward)
     np.testing.assert_array_equal(np.asarray(targets.reward_mask), reward_mask)
     np.testing.assert_array_equal(np.asarray(targets.actions), [0, 1])
@@ -83,6 +88,47 @@ def test_targets_at_a_truncation_bootstrap_from_the_truncated_step():
         [1, 1, 1],
         [1, 2],
         [1, 1],
+    )
+
+
+def test_absorbing_end_trains_zeros_after_a_termination_but_not_a_truncation():
+    absorbing = dict(absorbing_end=True)
+    # Ended by step 1's action: step 2's value and every later reward are 0, and trained.
+    _check(
+        _window(R, G, V, terminated=[1]),
+        [1 + 0.9 * 2, 2, 0],
+        [1, 1, 0],
+        [1, 2],
+        [1, 1],
+        value_mask=[1, 1, 1],
+        **absorbing,
+    )
+    _check(
+        _window(R, G, V, terminated=[0]),
+        [1, 0, 0],
+        [1, 0, 0],
+        [1, 0],
+        [1, 1],
+        value_mask=[1, 1, 1],
+        **absorbing,
+    )
+    # A time limit: what follows is unknown, so it stays masked.
+    _check(
+        _window(R, G, V, truncated=[1]),
+        [1 + 0.9 * 20, 20, 0],
+        [1, 1, 0],
+        [1, 2],
+        [1, 1],
+        **absorbing,
+    )
+    # Truncated by step 0; step 1's termination belongs to the next episode.
+    _check(
+        _window(R, G, V, terminated=[1], truncated=[0]),
+        [10, 0, 0],
+        [1, 0, 0],
+        [1, 0],
+        [1, 0],
+        **absorbing,
     )
 
 
@@ -138,13 +184,13 @@ def test_scale_gradient_keeps_the_value_and_scales_the_gradient():
     np.testing.assert_allclose(np.asarray(grad), 0.5 * 2 * np.asarray(x))
 
 
-@pytest.mark.parametrize("support_size", [None, 5])
-def test_segment_loss_equals_a_step_by_step_computation(support_size):
+@pytest.mark.parametrize("support_size,absorbing_end", [(None, False), (5, False), (5, True)])
+def test_segment_loss_equals_a_step_by_step_computation(support_size, absorbing_end):
     net = mz.mlp_net(
         (1,), 2, embedding_size=4, width=8, support_size=support_size, key=jax.random.key(0)
     )
     window = _window(R, G, V, terminated=[1])
-    targets = mz.unroll_targets(window, K, N)
+    targets = mz.unroll_targets(window, K, N, absorbing_end=absorbing_end)
     policy, value, reward, entropy = mz.segment_loss(
         net, window.observation[0], targets, value_loss_weight=0.25, reward_loss_weight=1.0
     )
@@ -164,6 +210,7 @@ def test_segment_loss_equals_a_step_by_step_computation(support_size):
 
     # Targets by hand: step 1 ends the episode.
     value_target, mask = [1 + 0.9 * 2, 2.0, 0.0], [1, 1, 0]
+    value_mask = [1, 1, 1] if absorbing_end else mask  # step 2 lies past the end
     embedding = net.represent(window.observation[0])
     expected_policy = expected_value = expected_reward = 0.0
     for k in range(K + 1):
@@ -173,7 +220,7 @@ def test_segment_loss_equals_a_step_by_step_computation(support_size):
         if k == 0:
             expected_entropy = -float(np.sum(np.exp(log_pi) * log_pi))
         expected_policy += weight * mask[k] * -float(np.sum([0.25, 0.75] * log_pi))
-        expected_value += weight * mask[k] * head_loss(value_head, value_target[k])
+        expected_value += weight * value_mask[k] * head_loss(value_head, value_target[k])
         if k < K:
             reward_head, embedding = net.dynamics(embedding, jnp.int32(k % 2))
             expected_reward += head_loss(reward_head, R[k]) / K  # both actions in-episode
@@ -201,6 +248,7 @@ def _trainer(search=None):
         buffer_capacity=4 * 32,
         unroll_steps=3,
         td_steps=4,
+        reanalyse_steps=2,
     )
     search = search or azx.search.Gumbel(4, gamma=0.99)
     trainer = mz.MuZero(env, search, config)
@@ -247,6 +295,51 @@ def test_resume_through_a_checkpoint_equals_a_straight_run(tmp_path):
     _assert_states_equal(straight, train(restored, 2))
 
 
+def test_reanalyse_replaces_chosen_steps_targets_by_a_fresh_search():
+    # Noise-free halving: the search does not depend on its key, so the fresh targets can
+    # be computed here independently.
+    trainer = mz.MuZero(
+        azx.envs.make("gymnax:CartPole-v1"),
+        mz.greedy_search(_trainer()[0]),
+        _trainer()[0].config,
+    )
+    _, state = _trainer()
+    state = eqx.filter_jit(trainer.self_play)(state, jax.random.key(3))  # 4 steps per row
+    # Another network's search: the stored targets are the first network's.
+    other = mz.mlp_net((4,), 2, embedding_size=8, width=16, support_size=5, key=jax.random.key(9))
+    state = eqx.tree_at(lambda s: s.params, state, eqx.filter(other, eqx.is_array))
+    after = eqx.filter_jit(trainer.reanalyse)(state, jax.random.key(4))
+
+    before, new = state.replay.steps, after.replay.steps
+    fresh = mz.search_observations(
+        trainer.search,
+        other,
+        mz.Observation(
+            observation=before.observation.reshape(-1, 4),
+            legal_action_mask=before.legal_action_mask.reshape(-1, 2),
+        ),
+        two_player=False,
+        key=jax.random.split(jax.random.key(0), 4 * 32),
+    )
+    fresh_value = np.asarray(fresh.root_value).reshape(4, 32)
+    fresh_policy = np.asarray(fresh.policy_target).reshape(4, 32, 2)
+    changed = np.asarray(new.root_value) != np.asarray(before.root_value)
+    # Exactly reanalyse_steps stored steps per row, each now holding the fresh search's
+    # targets; everything else as it was.
+    written = np.asarray(state.replay.written)
+    np.testing.assert_array_equal(changed.sum(axis=1), [2] * 4)
+    assert np.all(written[changed])
+    np.testing.assert_allclose(np.asarray(new.root_value)[changed], fresh_value[changed], rtol=1e-5)
+    np.testing.assert_allclose(
+        np.asarray(new.policy_target)[changed], fresh_policy[changed], rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_array_equal(
+        np.asarray(new.policy_target)[~changed], np.asarray(before.policy_target)[~changed]
+    )
+    for name in ("observation", "action", "reward", "discount", "terminated"):
+        np.testing.assert_array_equal(getattr(new, name), getattr(before, name))
+
+
 def test_two_player_game_trains_with_alternating_discounts():
     env = azx.envs.make("tic_tac_toe")
     config = mz.Config(
@@ -286,6 +379,10 @@ def test_bad_configurations_are_refused():
         mz.Config(num_envs=4, batch_size=10)
     with pytest.raises(ValueError, match="decay_iterations must be a positive int, got 0"):
         mz.Config(decay_iterations=0)
+    with pytest.raises(ValueError, match=r"reanalyse_steps \(33\) exceeds the 32 steps"):
+        mz.Config(num_envs=4, buffer_capacity=4 * 32, reanalyse_steps=33)
+    with pytest.raises(ValueError, match="reanalyse_steps must be"):
+        mz.Config(reanalyse_steps=-1)
 
 
 def test_evaluate_plays_whole_episodes_with_the_search():
@@ -328,3 +425,65 @@ def test_four_devices_train_like_one():
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "MUZERO SHARDED OK" in result.stdout
+
+
+@pytest.mark.slow
+def test_a_two_player_muzero_run_is_evaluated_and_played_as_an_alphazero_run(tmp_path):
+    from _cli import azx_cli
+
+    out = tmp_path / "run"
+    result = azx_cli(
+        "train", "--preset", "muzero_tic_tac_toe", "--out", out, "--iterations", 2,
+        "--eval-every", 2, "--eval-games", 10, "--opponent", "random", "--opponent", "solver",
+        "--quiet",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    records = azx.run.read_metrics(out)
+    assert [r["iteration"] for r in records if "eval" in r] == [0, 2]
+    for record in records:
+        if "eval" in record:
+            by_opponent = record["eval"]["search"]
+            assert by_opponent["random"]["games"] == by_opponent["solver"]["games"] == 10
+            assert by_opponent["solver"]["wins"] == 0  # the solver never loses
+    run = azx.run.load_run(out)
+    agent = run.agent("search", num_simulations=8)
+    assert isinstance(agent, mz.MuZeroAgent) and agent.search.num_simulations == 8
+    result = azx_cli(
+        "eval", "--run", out, "--opponent", "solver", "--games", 10, "--agent", "network",
+        "--json", tmp_path / "eval.json",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    solver = json.loads((tmp_path / "eval.json").read_text())["results"]["solver"]
+    assert solver["games"] == 10 and solver["wins"] == 0
+
+
+def test_symmetry_draw_maps_actions_as_it_permutes_per_action_arrays():
+    from azx._trainer import SymmetryDraw
+
+    env = azx.envs.make("tic_tac_toe")
+    draw = SymmetryDraw.make(env, jax.random.key(0), jnp.int32(0), 64, 8)
+    assert set(np.unique(np.asarray(draw.choice))) == set(range(len(env.symmetries())))
+    actions = jnp.tile(jnp.arange(9, dtype=jnp.int32), (64, 1))  # every action, per example
+    one_hot = jax.nn.one_hot(actions, 9)  # [64, 9 actions, 9]
+    permuted = jax.vmap(draw.permute, in_axes=(1, None), out_axes=1)(one_hot, draw.action_index)
+    # The one-hot vector of a move, permuted, is the one-hot vector of the mapped move.
+    np.testing.assert_array_equal(permuted, jax.nn.one_hot(draw.map_actions(actions), 9))
+    # Each symmetry maps the board's squares as it maps the moves onto them.
+    board = jnp.arange(9 * 2, dtype=jnp.float32).reshape(1, 3, 3, 2)
+    for s in env.symmetries():
+        moved = np.asarray(board).reshape(-1)[s.observation_index].reshape(3, 3, 2)
+        np.testing.assert_array_equal(moved[..., 0].reshape(-1), 2 * np.asarray(s.action_index))
+
+
+def test_symmetry_augmentation_trains_and_needs_a_game_with_symmetries():
+    config = mz.Config(
+        num_envs=4, collect_steps=6, train_steps=1, batch_size=8, buffer_capacity=4 * 24,
+        unroll_steps=2, td_steps=3, augment_symmetries=True,
+    )  # fmt: skip
+    env = azx.envs.make("tic_tac_toe")
+    trainer = mz.MuZero(env, azx.search.Gumbel(4), config)
+    net = mz.mlp_net(env.observation_shape, env.num_actions, width=16, key=jax.random.key(0))
+    state = eqx.filter_jit(trainer.train)(trainer.init(net, key=jax.random.key(1)), 2)
+    assert int(state.metrics.updates_applied) == 1 and np.isfinite(float(state.metrics.loss))
+    with pytest.raises(ValueError, match="declares no symmetries"):
+        mz.MuZero(azx.envs.make("gymnax:CartPole-v1"), azx.search.Gumbel(4), config)

@@ -3,7 +3,6 @@ from typing import Any, ClassVar
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
@@ -11,8 +10,10 @@ from .._numerics import third_party_numerics
 from .._trainer import (
     AbstractTrainer,
     AbstractTrainState,
+    SymmetryDraw,
     default_optimiser,
     mean_over_updates,
+    random_moves,
     row_keys,
     select_rows,
 )
@@ -280,19 +281,15 @@ class AlphaZero(AbstractTrainer[TrainState]):
             action = jnp.where(past_moves, past_action, action)
             policy_target = jnp.where(past_moves[:, None], 0.0, policy_target)
             root_value = jnp.where(past_moves, past_root_value, root_value)
-        if self.config.random_opening_moves or self.config.random_move_probability:
-            # Streams apart from the other keys, so that runs without random moves are
-            # unchanged.
-            opening_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(reset_keys)
-            legal = jax.vmap(env.legal_action_mask)(state.env_state)
-            noise = jax.vmap(lambda k: jax.random.uniform(k, legal.shape[1:]))(opening_keys)
-            random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(action.dtype)
-            random_move = state.episode_length < self.config.random_opening_moves
-            if self.config.random_move_probability:
-                coin_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(reset_keys)
-                coin = jax.vmap(jax.random.uniform)(coin_keys)
-                random_move |= coin < self.config.random_move_probability
-            action = jnp.where(random_move, random_action, action)
+        action = random_moves(
+            env,
+            state.env_state,
+            action,
+            state.episode_length,
+            reset_keys,
+            opening_moves=self.config.random_opening_moves,
+            probability=self.config.random_move_probability,
+        )
 
         mover = jax.vmap(env.current_player)(state.env_state)
         outcome = None
@@ -437,26 +434,15 @@ class AlphaZero(AbstractTrainer[TrainState]):
     def _augment(self, batch: Batch, key: PRNGKey, first_row) -> Batch:
         """Each position transformed by a board symmetry drawn uniformly (per game row,
         like the sample itself, so that sharding does not change the draw)."""
-        symmetries = self.env.symmetries()
-        observation_index = jnp.asarray(np.stack([s.observation_index for s in symmetries]))
-        action_index = jnp.asarray(np.stack([s.action_index for s in symmetries]))
-        rows = batch.mask.shape[0]
         per_row = self.config.batch_size // self.config.num_envs
-        keys = row_keys(key, first_row, rows // per_row)
-        choice = jax.vmap(lambda k: jax.random.randint(k, (per_row,), 0, len(symmetries)))(keys)
-        choice = choice.reshape(-1)
-
-        def permute(x, index):
-            flat = x.reshape(rows, -1)
-            return jnp.take_along_axis(flat, index[choice], axis=1).reshape(x.shape)
-
+        draw = SymmetryDraw.make(self.env, key, first_row, batch.mask.shape[0], per_row)
         return eqx.tree_at(
             lambda b: (b.observation, b.legal_action_mask, b.policy_target),
             batch,
             (
-                permute(batch.observation, observation_index),
-                permute(batch.legal_action_mask, action_index),
-                permute(batch.policy_target, action_index),
+                draw.permute(batch.observation, draw.observation_index),
+                draw.permute(batch.legal_action_mask, draw.action_index),
+                draw.permute(batch.policy_target, draw.action_index),
             ),
         )
 

@@ -1,6 +1,7 @@
 """MuZero: a learned model (representation, dynamics, prediction) that azx's searches plan
 with, trained end to end on the unrolled model."""
 
+from ._agent import MuZeroAgent as MuZeroAgent
 from ._config import Config as Config
 from ._evaluate import evaluate as evaluate, greedy_search as greedy_search
 from ._loss import (
@@ -9,7 +10,12 @@ from ._loss import (
     scale_gradient as scale_gradient,
     segment_loss as segment_loss,
 )
-from ._model import LearnedModel as LearnedModel, Observation as Observation
+from ._model import (
+    LearnedModel as LearnedModel,
+    Observation as Observation,
+    search_observations as search_observations,
+    search_states as search_states,
+)
 from ._nets import (
     MLPDynamics as MLPDynamics,
     MLPPrediction as MLPPrediction,

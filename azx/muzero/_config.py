@@ -1,6 +1,11 @@
 import equinox as eqx
 
-from .._validate import check_float, check_non_negative_number, check_positive_int
+from .._validate import (
+    check_float,
+    check_non_negative_int,
+    check_non_negative_number,
+    check_positive_int,
+)
 
 
 class Config(eqx.Module):
@@ -38,6 +43,26 @@ class Config(eqx.Module):
     """Decoupled weight decay (AdamW); 0 switches it off."""
     max_grad_norm: float = 5.0
     """Gradients are clipped to this global norm; 0 switches clipping off."""
+    random_opening_moves: int = 0
+    """The first this many moves of every self-play game are uniformly random legal moves
+    (the search still runs and its policy target is stored; the model learns the move
+    played), as [`azx.alphazero.Config`][]'s. 0: off."""
+    random_move_probability: float = 0.0
+    """Every later self-play move is a uniformly random legal move with this probability,
+    as [`azx.alphazero.Config`][]'s. 0: off."""
+    augment_symmetries: bool = False
+    """Every training segment transformed by one of the game's board symmetries
+    ([`azx.envs.AbstractEnv.symmetries`][]), drawn uniformly per segment: its first
+    observation, its actions and its policy targets alike. False: off."""
+    absorbing_end: bool = False
+    """Unroll steps after an episode's termination train value 0 and reward 0 (the end of
+    the game as an absorbing state, as in the MuZero paper) instead of being left out of
+    the loss ([`azx.muzero.unroll_targets`][]). For games the search can look past the end
+    of, such as board games, where an untrained guess there would be backed up."""
+    reanalyse_steps: int = 0
+    """MuZero Reanalyse: stored steps of every game row searched again each iteration with
+    the current network, their policy targets and root values replaced (fresher targets
+    for old positions, at the cost of that many more searches per row). 0: off."""
     value_loss_weight: float = 0.25
     """Weight of the value terms (the MuZero paper's 0.25 for reanalysed-free training)."""
     reward_loss_weight: float = 1.0
@@ -53,6 +78,12 @@ class Config(eqx.Module):
             "td_steps",
         ):
             check_positive_int(name, getattr(self, name))
+        check_non_negative_int("reanalyse_steps", self.reanalyse_steps)
+        check_non_negative_int("random_opening_moves", self.random_opening_moves)
+        check_float("random_move_probability", self.random_move_probability, low=0.0, high=1.0)
+        for name in ("absorbing_end", "augment_symmetries"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}")
         if self.decay_iterations is not None:
             check_positive_int("decay_iterations", self.decay_iterations)
         check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
@@ -69,6 +100,11 @@ class Config(eqx.Module):
                 f"({self.num_envs}): one ring per game row"
             )
         per_row = self.buffer_capacity // self.num_envs
+        if self.reanalyse_steps > per_row:
+            raise ValueError(
+                f"reanalyse_steps ({self.reanalyse_steps}) exceeds the {per_row} steps each "
+                f"row of the replay holds (buffer_capacity // num_envs)"
+            )
         needed = self.collect_steps + self.unroll_steps + self.td_steps + 1
         if per_row < needed:
             raise ValueError(

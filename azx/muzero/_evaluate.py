@@ -10,7 +10,7 @@ from .._types import PRNGKey
 from .._validate import check_positive_int
 from ..ppo import EvaluationResult
 from ..search import PUCTRoot, SequentialHalving
-from ._model import Observation
+from ._model import search_states
 from ._trainer import MuZero
 
 
@@ -46,25 +46,15 @@ def evaluate(
             f"evaluate plays single-player episodes; the environment has "
             f"num_players={env.num_players}"
         )
-    search, model = greedy_search(trainer), trainer.model(net)
+    search = greedy_search(trainer)
     env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), num_episodes))
-    embedding = jax.eval_shape(
-        net.represent, jnp.zeros(env.observation_shape, env.observation_dtype)
-    )
-    tree = search.init_for_states(
-        jnp.zeros(embedding.shape, embedding.dtype), env.num_actions, num_episodes
-    )
 
     def move(state):
         (env_state, total, length, running), index = state
         keys = row_keys(jax.random.fold_in(key, 1 + index), jnp.int32(0), num_episodes)
         pairs = jax.vmap(jax.random.split)(keys)
         search_keys, step_keys = pairs[:, 0], pairs[:, 1]
-        roots = Observation(
-            observation=jax.vmap(env.observation)(env_state),
-            legal_action_mask=jax.vmap(env.legal_action_mask)(env_state),
-        )
-        action = search.search(model, tree, roots, key=search_keys).action
+        action = search_states(search, net, env, env_state, key=search_keys).action
         next_state = jax.vmap(env.step)(env_state, action, step_keys)
         reward = jax.vmap(env.rewards)(next_state)[:, 0]
         ended = jax.vmap(env.terminated)(next_state) | jax.vmap(env.truncated)(next_state)

@@ -50,7 +50,8 @@ def segment_loss(
     """Policy, value and reward losses of ONE segment, and the entropy of the policy at its
     first observation: `(policy, value, reward, entropy)`, the losses each the
     sum over unroll steps `k = 0 ... K`, steps after the first weighted `1/K` (so the
-    unroll counts as much as the root however long it is), masked past the episode's end.
+    unroll counts as much as the root however long it is), masked past the episode's end
+    (by `targets.mask`, `targets.value_mask` and `targets.reward_mask`).
 
     The gradient into each embedding the dynamics produces is halved (as in the paper), so
     the dynamics network's total gradient stays of the size of the others' however long
@@ -65,9 +66,10 @@ def segment_loss(
         if k == 0:
             entropy = -jnp.sum(jax.nn.softmax(logits) * jax.nn.log_softmax(logits))
         mask = targets.mask[k].astype(jnp.float32) * weight
+        value_mask = targets.value_mask[k].astype(jnp.float32) * weight
         cross_entropy = -jnp.sum(targets.policy_target[k] * jax.nn.log_softmax(logits))
         policy_loss += mask * cross_entropy
-        value_loss += mask * _head_loss(net, value_head, targets.value_target[k])
+        value_loss += value_mask * _head_loss(net, value_head, targets.value_target[k])
         if k == unroll_steps:
             break
         reward_head, embedding = net.dynamics(embedding, targets.actions[k])

@@ -6,8 +6,17 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
-from .._types import PRNGKeys
-from ..search import ILLEGAL_LOGIT, AbstractModel, Evaluation, Transition
+from .._types import EnvState, PRNGKeys
+from ..envs import AbstractEnv
+from ..search import (
+    ILLEGAL_LOGIT,
+    AbstractMctxSearch,
+    AbstractModel,
+    AbstractNativeSearch,
+    Evaluation,
+    SearchOutput,
+    Transition,
+)
 from ._nets import MuZeroNet
 
 
@@ -71,3 +80,42 @@ class LearnedModel(AbstractModel):
                 terminal=jnp.zeros(value.shape, bool),
             ),
         )
+
+
+def search_observations(
+    search: AbstractNativeSearch | AbstractMctxSearch,
+    net: MuZeroNet,
+    roots: Observation,
+    *,
+    two_player: bool,
+    key: PRNGKeys,
+) -> SearchOutput:
+    """One search per row of `roots` (observations and their legal actions) over `net`'s
+    learned model, in a new tree (a learned model's tree is not reused between moves); the
+    model's discount is the search's `gamma`, negated between the players of a
+    two-player game. `key`: one per row."""
+    rows = roots.legal_action_mask.shape[0]
+    embedding = jax.eval_shape(net.represent, roots.observation[0])
+    tree = search.init_for_states(
+        jnp.zeros(embedding.shape, embedding.dtype), roots.legal_action_mask.shape[1], rows
+    )
+    model = LearnedModel(net=net, gamma=search.gamma, two_player=two_player)
+    return search.search(model, tree, roots, key=key)
+
+
+def search_states(
+    search: AbstractNativeSearch | AbstractMctxSearch,
+    net: MuZeroNet,
+    env: AbstractEnv,
+    env_state: EnvState,
+    *,
+    key: PRNGKeys,
+) -> SearchOutput:
+    """[`azx.muzero.search_observations`][] from a batch of `env`'s states: their
+    observations and legal actions. What self-play, evaluation and the arena's
+    [`azx.muzero.MuZeroAgent`][] call."""
+    roots = Observation(
+        observation=jax.vmap(env.observation)(env_state),
+        legal_action_mask=jax.vmap(env.legal_action_mask)(env_state),
+    )
+    return search_observations(search, net, roots, two_player=env.num_players == 2, key=key)

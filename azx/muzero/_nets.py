@@ -212,6 +212,14 @@ class MuZeroNet(eqx.Module):
         logits, value_head = self.prediction(embedding)
         return logits, self.head_to_scalar(value_head)
 
+    def __call__(
+        self, observation: Shaped[Array, "..."]
+    ) -> tuple[Float[Array, " num_actions"], Float[Array, ""]]:
+        """Policy logits and value of one observation (the prediction at its embedding):
+        the call of an AlphaZero network, so that a MuZeroNet plays wherever one does
+        (e.g. [`azx.arena.NetworkAgent`][])."""
+        return self.predict(self.represent(observation))
+
 
 def mlp_net(
     observation_shape: tuple[int, ...],

@@ -14,6 +14,8 @@ class Step(eqx.Module):
     example given to `init`, `num_envs` for `add`, `num_envs slots` inside the state)."""
 
     observation: Shaped[Array, "..."]
+    legal_action_mask: Bool[Array, "*batch num_actions"]
+    """The legal actions at `observation` (what a fresh search there needs: reanalyse)."""
     action: Int[Array, "*batch"]
     policy_target: Float[Array, "*batch num_actions"]
     """The search's policy (zero on illegal actions)."""
@@ -52,12 +54,18 @@ class Targets(eqx.Module):
     reward_target: Float[Array, " unroll"]
     """Reward of the `k`-th action, `k = 0 ... K - 1`."""
     mask: Bool[Array, " unroll_plus_one"]
-    """Step `k` lies in the segment's episode (policy and value are trained there)."""
+    """Step `k` lies in the segment's episode (its policy is trained there)."""
+    value_mask: Bool[Array, " unroll_plus_one"]
+    """Step `k`'s value is trained: `mask`, and with `absorbing_end` also every step after
+    a termination (its target 0)."""
     reward_mask: Bool[Array, " unroll"]
-    """The `k`-th action was taken in the segment's episode."""
+    """The `k`-th action's reward is trained: it was taken in the segment's episode, or,
+    with `absorbing_end`, after the episode terminated (its target 0)."""
 
 
-def unroll_targets(window: Step, unroll_steps: int, td_steps: int) -> Targets:
+def unroll_targets(
+    window: Step, unroll_steps: int, td_steps: int, *, absorbing_end: bool = False
+) -> Targets:
     """The targets of the segment that starts at `window`'s first step (`window`: `K + n + 1`
     consecutive steps of one row, `K = unroll_steps`, `n = td_steps`).
 
@@ -66,7 +74,11 @@ def unroll_targets(window: Step, unroll_steps: int, td_steps: int) -> Targets:
     with `v` the stored root values, cut at the episode's end: after a termination nothing
     is added (the game is over), and at a truncation the truncated step's root value
     stands for the rest (the state after it was never searched). Steps past the episode's
-    end (later steps of the ring belong to the next episode) are masked out.
+    end (later steps of the ring belong to the next episode) are masked out; with
+    `absorbing_end`, the steps after a termination (not a truncation: what follows a time
+    limit is unknown) train value 0 and reward 0 instead, the end of the game an absorbing
+    state as in the MuZero paper, so that a search that looks past the end of the game
+    finds nothing there. Their policy stays untrained.
     """
     horizon = unroll_steps + 1
     ended = window.terminated | window.truncated
@@ -87,13 +99,21 @@ def unroll_targets(window: Step, unroll_steps: int, td_steps: int) -> Targets:
         stopped = stopped | terminated | truncated
     bootstrap = window.root_value[td_steps : td_steps + horizon]
     value = jnp.where(stopped, value, value + product * bootstrap)
+    if absorbing_end:
+        # The segment's episode terminated (its first end is a termination) before step k.
+        first_end = jnp.argmax(ended)
+        terminated_first = jnp.any(ended) & window.terminated[first_end]
+        value_mask = mask | terminated_first
+    else:
+        value_mask = mask
     return Targets(
         actions=window.action[:unroll_steps],
         policy_target=window.policy_target[:horizon],
         value_target=jnp.where(mask, value, 0.0),
         reward_target=jnp.where(mask[:unroll_steps], window.reward[:unroll_steps], 0.0),
         mask=mask,
-        reward_mask=mask[:unroll_steps],
+        value_mask=value_mask,
+        reward_mask=value_mask[:unroll_steps],
     )
 
 
@@ -110,6 +130,8 @@ class SegmentReplay(eqx.Module):
     """Steps held per row."""
     unroll_steps: int = eqx.field(static=True)
     td_steps: int = eqx.field(static=True)
+    absorbing_end: bool = eqx.field(static=True, default=False)
+    """As in [`azx.muzero.unroll_targets`][]."""
 
     @property
     def window(self) -> int:
@@ -145,6 +167,15 @@ class SegmentReplay(eqx.Module):
         later = (state.position[:, None] - 1 - slots) % self.slots
         return state.written & (later >= self.window - 1)
 
+    def choose_row(self, state: ReplayState, *, key: PRNGKey, count: int) -> Int[Array, " count"]:
+        """`count` distinct slots of ONE row (`state`'s leaves without the row axis), drawn
+        uniformly among its stored steps (as many as are stored, the rest unstored slots):
+        the steps reanalyse re-searches."""
+        if count > self.slots:
+            raise ValueError(f"count ({count}) exceeds the row's {self.slots} slots")
+        noise = jax.random.gumbel(key, (self.slots,))
+        return jax.lax.top_k(jnp.where(state.written, noise, -jnp.inf), count)[1]
+
     def sample_row(
         self, state: ReplayState, *, key: PRNGKey, batch_size: int
     ) -> tuple[Targets, Shaped[Array, "batch ..."], Bool[Array, " batch"]]:
@@ -157,5 +188,9 @@ class SegmentReplay(eqx.Module):
         start = jnp.minimum(jnp.searchsorted(valid_before, choice, side="right"), self.slots - 1)
         index = (start[:, None] + jnp.arange(self.window)[None, :]) % self.slots
         windows = jax.tree.map(lambda ring: ring[index], state.steps)
-        targets = jax.vmap(lambda w: unroll_targets(w, self.unroll_steps, self.td_steps))(windows)
+        targets = jax.vmap(
+            lambda w: unroll_targets(
+                w, self.unroll_steps, self.td_steps, absorbing_end=self.absorbing_end
+            )
+        )(windows)
         return targets, windows.observation[:, 0], valid[start]

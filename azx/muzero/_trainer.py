@@ -10,8 +10,10 @@ from .._numerics import third_party_numerics
 from .._trainer import (
     AbstractTrainer,
     AbstractTrainState,
+    SymmetryDraw,
     default_optimiser,
     mean_over_updates,
+    random_moves,
     row_keys,
     rows_of,
     select_rows,
@@ -21,7 +23,7 @@ from ..envs import AbstractEnv
 from ..search import AbstractMctxSearch, AbstractNativeSearch
 from ._config import Config
 from ._loss import loss
-from ._model import LearnedModel, Observation
+from ._model import LearnedModel, Observation, search_observations, search_states
 from ._nets import MuZeroNet
 from ._replay import ReplayState, SegmentReplay, Step
 
@@ -146,11 +148,19 @@ class MuZero(AbstractTrainer[TrainState]):
                 "predicted embeddings, not the states the game reached): pass "
                 "reuse_tree=False"
             )
+        if config.augment_symmetries and not env.symmetries():
+            raise ValueError(
+                "augment_symmetries=True, but the environment declares no symmetries "
+                "(AbstractEnv.symmetries)"
+            )
         self.env = env
         self.search = search
         self.config = config
         self.replay = SegmentReplay(
-            config.buffer_capacity // config.num_envs, config.unroll_steps, config.td_steps
+            config.buffer_capacity // config.num_envs,
+            config.unroll_steps,
+            config.td_steps,
+            absorbing_end=config.absorbing_end,
         )
         self.axis_name = axis_name
 
@@ -180,6 +190,7 @@ class MuZero(AbstractTrainer[TrainState]):
         env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows))
         example = Step(
             observation=jnp.zeros(env.observation_shape, env.observation_dtype),
+            legal_action_mask=jnp.zeros(env.num_actions, bool),
             action=jnp.int32(0),
             policy_target=jnp.zeros(env.num_actions, jnp.float32),
             reward=jnp.float32(0.0),
@@ -212,19 +223,19 @@ class MuZero(AbstractTrainer[TrainState]):
         env, rows = self.env, rows_of(state)
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(row_keys(key, first_row, rows))
         search_keys, step_keys, reset_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-        net = state.net
         observation = jax.vmap(env.observation)(state.env_state)
-        roots = Observation(
-            observation=observation,
-            legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
+        out = search_states(self.search, state.net, env, state.env_state, key=search_keys)
+        action = random_moves(
+            env,
+            state.env_state,
+            out.action,
+            state.episode_length,
+            reset_keys,
+            opening_moves=self.config.random_opening_moves,
+            probability=self.config.random_move_probability,
         )
-        embedding = jax.eval_shape(net.represent, observation[0])
-        tree = self.search.init_for_states(
-            jnp.zeros(embedding.shape, embedding.dtype), env.num_actions, rows
-        )
-        out = self.search.search(self.model(net), tree, roots, key=search_keys)
         mover = jax.vmap(env.current_player)(state.env_state)
-        next_state = jax.vmap(env.step)(state.env_state, out.action, step_keys)
+        next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
         rewards = jax.vmap(env.rewards)(next_state)
         reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
         same_mover = jax.vmap(env.current_player)(next_state) == mover
@@ -233,7 +244,8 @@ class MuZero(AbstractTrainer[TrainState]):
         truncated = jax.vmap(env.truncated)(next_state) & ~terminated
         step = Step(
             observation=observation,
-            action=out.action,
+            legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
+            action=action,
             policy_target=out.policy_target,
             reward=reward,
             discount=jnp.where(same_mover, gamma, -gamma).astype(jnp.float32),
@@ -271,6 +283,53 @@ class MuZero(AbstractTrainer[TrainState]):
             lambda s: s.metrics.replay_segments, state, self.sum_over_shards(segments)
         )
 
+    def reanalyse(self, state: TrainState, key: PRNGKey) -> TrainState:
+        """MuZero Reanalyse: `config.reanalyse_steps` stored steps of every game row, drawn
+        uniformly, searched again with the current network; their policy targets and root
+        values (what the value targets bootstrap from) are replaced by the new search's.
+        The identity when `reanalyse_steps` is 0."""
+        count = self.config.reanalyse_steps
+        if not count:
+            return state
+        replay, rows = state.replay, rows_of(state)
+        keys = jax.vmap(jax.random.split)(row_keys(key, self.first_row(rows), rows))
+        slots = jax.vmap(lambda r, k: self.replay.choose_row(r, key=k, count=count))(
+            replay, keys[:, 0]
+        )
+        row_index = jnp.arange(rows)[:, None]
+        stored = jax.tree.map(lambda ring: ring[row_index, slots], replay.steps)
+
+        def flat(x):
+            return x.reshape((rows * count,) + x.shape[2:])
+
+        roots = Observation(
+            observation=flat(stored.observation),
+            legal_action_mask=flat(stored.legal_action_mask),
+        )
+        search_keys = jax.vmap(lambda k: jax.random.split(k, count))(keys[:, 1])
+        out = search_observations(
+            self.search,
+            state.net,
+            roots,
+            two_player=self.env.num_players == 2,
+            key=flat(search_keys),
+        )
+        # Slots beyond a row's stored steps (a young replay) keep their contents.
+        written = replay.written[row_index, slots]
+        policy = jnp.where(
+            written[..., None], out.policy_target.reshape(rows, count, -1), stored.policy_target
+        )
+        value = jnp.where(written, out.root_value.reshape(rows, count), stored.root_value)
+        steps = eqx.tree_at(
+            lambda s: (s.policy_target, s.root_value),
+            replay.steps,
+            (
+                replay.steps.policy_target.at[row_index, slots].set(policy),
+                replay.steps.root_value.at[row_index, slots].set(value),
+            ),
+        )
+        return eqx.tree_at(lambda s: s.replay.steps, state, steps)
+
     def _learn(self, state: TrainState, key: PRNGKey, first_row):
         # Stratified by game row, as AlphaZero's learner: the same segments whether the
         # rows sit on one device or are sharded over many.
@@ -284,6 +343,22 @@ class MuZero(AbstractTrainer[TrainState]):
         targets, observation, valid = jax.tree.map(
             lambda x: x.reshape((rows * per_row,) + x.shape[2:]), (targets, observation, valid)
         )
+        if self.config.augment_symmetries:
+            # Its own key stream, so that runs without augmentation are unchanged.
+            draw = SymmetryDraw.make(
+                self.env, jax.random.fold_in(key, 1), first_row, rows * per_row, per_row
+            )
+            observation = draw.permute(observation, draw.observation_index)
+            targets = eqx.tree_at(
+                lambda t: (t.actions, t.policy_target),
+                targets,
+                (
+                    draw.map_actions(targets.actions),
+                    jax.vmap(draw.permute, in_axes=(1, None), out_axes=1)(
+                        targets.policy_target, draw.action_index
+                    ),
+                ),
+            )
         config = self.config
 
         def objective(params):
@@ -338,7 +413,10 @@ class MuZero(AbstractTrainer[TrainState]):
         )
 
     def step(self, state: TrainState, key: PRNGKey) -> TrainState:
-        """One training iteration: `self_play`, then `learn`. Pure."""
+        """One training iteration: `self_play`, `reanalyse` (when switched on), then
+        `learn`. Pure."""
         play_key, learn_key = jax.random.split(key)
-        state = self.learn(self.self_play(state, play_key), learn_key)
+        state = self.self_play(state, play_key)
+        state = self.reanalyse(state, jax.random.fold_in(key, 2))
+        state = self.learn(state, learn_key)
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)

@@ -1,0 +1,66 @@
+"""MuZero in the arena: the search over a learned model as an [`azx.arena.AbstractAgent`][]."""
+
+import jax
+import jax.numpy as jnp
+from jaxtyping import Array, Bool, Int
+
+from .._types import EnvState, PRNGKey
+from ..arena import AbstractAgent
+from ..envs import AbstractEnv
+from ..search import AbstractMctxSearch, AbstractNativeSearch
+from ._model import search_states
+from ._nets import MuZeroNet
+
+
+class MuZeroAgent(AbstractAgent):
+    """Plays the action of a search over `net`'s learned model
+    ([`azx.muzero.search_states`][]), which sees the game only through its observations
+    and legal actions. Every move's search starts afresh, so the agent keeps no state
+    between moves. Configure the search to play greedily for evaluation (e.g.
+    [`azx.muzero.greedy_search`][]).
+    """
+
+    net: MuZeroNet
+    search: AbstractNativeSearch | AbstractMctxSearch
+
+    def __init__(self, net: MuZeroNet, search: AbstractNativeSearch | AbstractMctxSearch):
+        """**Arguments:**
+
+        - `net`: the trained [`azx.muzero.MuZeroNet`][].
+        - `search`: a native search ([`azx.search.PUCT`][], [`azx.search.Gumbel`][]) or an
+          mctx one, without tree reuse.
+        """
+        if not isinstance(net, MuZeroNet):
+            raise ValueError(f"net must be an azx.muzero.MuZeroNet, got {type(net).__name__}")
+        if not isinstance(search, AbstractNativeSearch | AbstractMctxSearch):
+            raise ValueError(
+                f"search must be a native or an mctx search (azx.search.PUCT, Gumbel, "
+                f"MctxPUCT, MctxGumbel), got {search!r}"
+            )
+        if getattr(search, "reuse_tree", False):
+            raise ValueError(
+                "a learned model's search starts afresh at every move: pass reuse_tree=False"
+            )
+        self.net = net
+        self.search = search
+
+    def init(self, env: AbstractEnv, batch_size: int) -> Bool[Array, " batch"]:
+        return jnp.zeros(batch_size, bool)
+
+    def __call__(
+        self,
+        env: AbstractEnv,
+        agent_state: Bool[Array, " batch"],
+        env_state: EnvState,
+        *,
+        key: PRNGKey,
+    ) -> tuple[Int[Array, " batch"], Bool[Array, " batch"]]:
+        batch_size = jax.tree.leaves(env_state)[0].shape[0]
+        # One key per row, so that a row's search does not depend on the other rows.
+        keys = jax.random.split(key, batch_size)
+        output = search_states(self.search, self.net, env, env_state, key=keys)
+        return output.action.astype(jnp.int32), agent_state
+
+    def observe(self, agent_state, action, done):
+        del action, done
+        return agent_state
