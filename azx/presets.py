@@ -707,3 +707,37 @@ _PRESETS["muzero_cartpole"] = Preset(
     eval_every=100,
 )
 _BUILT_IN = _BUILT_IN | {"muzero_cartpole"}
+
+_PRESETS["muzero_breakout"] = Preset(
+    name="muzero_breakout",
+    env="gymnax:Breakout-MinAtar",
+    network="mlp",
+    # The 10 x 10 x 4 observation flattened into an MLP, as ppo_breakout's network takes
+    # it. Categorical heads over h(x) (support -10 .. 10, up to about h^-1(10) = 120):
+    # rewards of 1 per brick and discounted returns of a few tens.
+    network_options={"embedding_size": 64, "width": 256, "depth": 2, "support_size": 10},
+    recipe=MuZeroRecipe(
+        search="gumbel",
+        search_options={"num_simulations": 16, "gamma": 0.99},
+        eval_games=32,
+    ),
+    # 32 updates of 256 segments per 512 environment steps (one per 16, as
+    # muzero_cartpole); 30-step returns, which lean less on the stored root values of
+    # older networks; a replay of the last 16,384 steps (benchmarks/notes.md has the
+    # configurations tried).
+    config=MuZeroConfig(
+        num_envs=32,
+        collect_steps=16,
+        train_steps=32,
+        batch_size=256,
+        buffer_capacity=32 * 512,
+        unroll_steps=5,
+        td_steps=30,
+        learning_rate=3e-3,
+        decay_iterations=800,
+    ),
+    iterations=800,  # 409,600 environment steps: 50 iterations of ppo_breakout
+    description="MinAtar Breakout, MuZero (MLP model, Gumbel 16 simulations), 32 envs x 16 steps",
+    eval_every=100,
+)
+_BUILT_IN = _BUILT_IN | {"muzero_breakout"}

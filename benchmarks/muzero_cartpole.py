@@ -23,8 +23,8 @@ import numpy as np
 import azx
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __doc__):
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--iterations", type=int, default=None, help="default: the preset's")
     parser.add_argument("--report-every", type=int, default=20)
@@ -37,7 +37,7 @@ def main(argv=None):
         "--search-options", type=json.loads, default=None, help="JSON: the search's options"
     )
     args = parser.parse_args(argv)
-    preset = azx.presets.get("muzero_cartpole")
+    preset = azx.presets.get(preset_name)
     preset = preset.replace(config=dataclasses.replace(preset.config, **args.config))
     if args.search_options is not None:
         preset = preset.replace(search_options=args.search_options)

@@ -4,6 +4,7 @@ evaluated.
     python -m benchmarks.ppo_learning ppo_cartpole --seeds 8 [--json PATH]
     python -m benchmarks.ppo_learning ppo_minigrid --seeds 5
     python -m benchmarks.ppo_learning ppo_pendulum --seeds 5 --threshold -250
+    python -m benchmarks.ppo_learning ppo_breakout --seeds 3 --iterations 50
     python -m benchmarks.ppo_learning ppo_minigrid_seed002 --seeds 10 --threshold 0.8 \
         --network-options '{"action_embedding_init": "standard_normal"}'
 
@@ -80,6 +81,12 @@ def main(argv=None):
     parser.add_argument("--episodes", type=int, default=100)
     parser.add_argument("--greedy", action="store_true")
     parser.add_argument("--chunk", type=int, default=100, help="iterations per jitted call")
+    parser.add_argument(
+        "--iterations",
+        type=int,
+        help="stop after this many iterations (default: the preset's); the learning-rate "
+        "schedule stays the preset's, so this reads the preset's run part of the way",
+    )
     parser.add_argument("--threshold", type=float, help="count seeds reaching this return")
     parser.add_argument("--json", help="write the records to this JSON file")
     parser.add_argument(
@@ -96,6 +103,8 @@ def main(argv=None):
         parser.error(f"--network-options must be a JSON object, got {args.network_options!r}")
     if args.network_options:
         preset = preset.replace(network_options=preset.network_options | args.network_options)
+    if args.iterations is not None:
+        preset = preset.replace(iterations=args.iterations)
     records = []
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         record = train_and_evaluate(preset, seed, args.chunk, args.episodes, args.greedy)

@@ -411,6 +411,29 @@ def test_preset_round_trips_and_builds():
         azx.presets.register(preset)
 
 
+def test_breakout_preset_round_trips():
+    preset = azx.presets.get("muzero_breakout")
+    assert azx.presets.from_dict(preset.to_dict()) == preset
+    config = preset.config
+    # The run is ppo_breakout's first 50 iterations of 64 x 128 steps, step for step.
+    assert config.num_envs * config.collect_steps * preset.iterations == 50 * 64 * 128
+    assert config.decay_iterations == preset.iterations
+    env = preset.make_env()
+    assert env.observation_shape == (10, 10, 4) and env.num_actions == 3
+
+
+@pytest.mark.slow
+def test_breakout_preset_builds_and_trains_an_iteration():
+    # Building and compiling the preset's step take about a minute on a loaded 2-core CPU.
+    preset = azx.presets.get("muzero_breakout")
+    trainer, state = preset.build(seed=0)
+    assert isinstance(trainer, mz.MuZero) and isinstance(state, mz.TrainState)
+    state, history = eqx.filter_jit(trainer.train_and_record)(state, 1)
+    assert int(state.iteration) == 1
+    assert trainer.env_steps(state) == preset.config.num_envs * preset.config.collect_steps
+    assert np.all(np.isfinite(np.asarray(history.loss)))
+
+
 @pytest.mark.slow
 def test_four_devices_train_like_one():
     here = pathlib.Path(__file__).parent
