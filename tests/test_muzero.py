@@ -350,6 +350,7 @@ def test_two_player_game_trains_with_alternating_discounts():
         buffer_capacity=4 * 24,
         unroll_steps=2,
         td_steps=3,
+        augment_symmetries=True,  # segments through the board's symmetries, trained alike
     )
     trainer = mz.MuZero(env, azx.search.Gumbel(4), config)
     # The residual networks (embeddings of 8 planes of 3x3) through the whole trainer.
@@ -498,15 +499,7 @@ def test_symmetry_draw_maps_actions_as_it_permutes_per_action_arrays():
         np.testing.assert_array_equal(moved[..., 0].reshape(-1), 2 * np.asarray(s.action_index))
 
 
-def test_symmetry_augmentation_trains_and_needs_a_game_with_symmetries():
-    config = mz.Config(
-        num_envs=4, collect_steps=6, train_steps=1, batch_size=8, buffer_capacity=4 * 24,
-        unroll_steps=2, td_steps=3, augment_symmetries=True,
-    )  # fmt: skip
-    env = azx.envs.make("tic_tac_toe")
-    trainer = mz.MuZero(env, azx.search.Gumbel(4), config)
-    net = mz.mlp_net(env.observation_shape, env.num_actions, width=16, key=jax.random.key(0))
-    state = eqx.filter_jit(trainer.train)(trainer.init(net, key=jax.random.key(1)), 2)
-    assert int(state.metrics.updates_applied) == 1 and np.isfinite(float(state.metrics.loss))
+def test_symmetry_augmentation_needs_a_game_with_symmetries():
+    config = mz.Config(num_envs=4, buffer_capacity=4 * 32, augment_symmetries=True)
     with pytest.raises(ValueError, match="declares no symmetries"):
         mz.MuZero(azx.envs.make("gymnax:CartPole-v1"), azx.search.Gumbel(4), config)
