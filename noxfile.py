@@ -46,8 +46,7 @@ def bench(session: nox.Session) -> None:
     """Search throughput (native vs mctx), training throughput of the AlphaZero presets,
     and PPO throughput (azx vs rejax and a one-program PPO, which run in a virtual
     environment of their own, created on first use under ~/.cache/azx), and the search
-    over MuZero's learned model
-    (native vs mctx).
+    over MuZero's learned model (native vs mctx).
 
     `nox -s bench -- --quick` runs the search benchmark on connect_four only.
     """
