@@ -14,6 +14,11 @@ timed function is a `jax.lax.scan` over rejax's own `PPO.train_iteration` (rollo
 epochs of minibatch updates) applied to the train state from `PPO.init_state`; rejax's `train`
 loop, which interleaves evaluation callbacks, is never used.
 
+With `"system": "purejaxrl"` in the JSON the worker runs `one_program_ppo` instead: a PPO
+written for the benchmark the way purejaxrl writes it (discrete actions), whose every
+`{"iterations": K}` request is a fresh run, initialisation included, as one jitted program;
+it answers no `evaluate` request.
+
 Protocol: after compiling, the worker writes one JSON line
 `{"ready": true, "compile_seconds": ..., "versions": {...}, ...}` to stdout, then answers one
 JSON line per request line on stdin, until stdin closes:
