@@ -711,8 +711,8 @@ def _over_samples(fn, x: Shaped[Array, "envs steps ..."]) -> PyTree[Array]:
 
     A vmap over the two axes makes XLA:CPU compute each layer's product feature-major and
     transpose it back, forward and backward; over one axis the product is a plain matrix
-    product of the batch. On CartPole's 4 x 32 minibatches the learner's network passes
-    take about two thirds of the time.
+    product of the batch. On CartPole's 4 x 32 minibatches a 64x64 network's forward and
+    backward passes take two thirds of the time they take over two axes.
     """
     envs, steps = x.shape[:2]
     out = jax.vmap(fn)(x.reshape(envs * steps, *x.shape[2:]))
