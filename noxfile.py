@@ -44,9 +44,9 @@ def docs(session: nox.Session) -> None:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Search throughput (native vs mctx), training throughput of the AlphaZero presets,
-    and PPO throughput (azx vs rejax, which runs in a virtual environment of its own,
-    created on first use under ~/.cache/azx), and the search over MuZero's learned model
-    (native vs mctx).
+    and PPO throughput (azx vs rejax and a one-program PPO, which run in a virtual
+    environment of their own, created on first use under ~/.cache/azx), and the search
+    over MuZero's learned model (native vs mctx).
 
     `nox -s bench -- --quick` runs the search benchmark on connect_four only.
     """

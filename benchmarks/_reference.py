@@ -80,6 +80,27 @@ PUREJAXRL_CARTPOLE: dict[str, Any] = {
     "activation": "tanh",
 }
 
+#: A continuous-action configuration for rejax's PPO and azx's on Pendulum-v1: the sizes of
+#: azx's `ppo_pendulum` preset (16 environments x 128 steps, 10 epochs x 16 minibatches),
+#: without its observation normalisation, reward scaling or annealing, which rejax's PPO
+#: does differently or not at all.
+REJAX_PENDULUM: dict[str, Any] = {
+    "env": "Pendulum-v1",
+    "num_envs": 16,
+    "num_steps": 128,
+    "num_epochs": 10,
+    "num_minibatches": 16,
+    "learning_rate": 1e-3,
+    "max_grad_norm": 0.5,
+    "gamma": 0.95,
+    "gae_lambda": 0.95,
+    "clip_eps": 0.2,
+    "ent_coef": 0.0,
+    "vf_coef": 0.5,
+    "hidden_layer_sizes": [64, 64],
+    "activation": "tanh",
+}
+
 
 class RejaxError(RuntimeError):
     """Creating the reference environment or running the rejax worker failed.
@@ -208,11 +229,25 @@ class RejaxPPO:
     compiles `iterations` training iterations into one function; `compile_seconds` is that
     compile time. `run` then trains from the worker's current state, so successive calls go on
     training the same agent.
+
+    With `system="purejaxrl"` the worker runs purejaxrl's way instead, a PPO written for the
+    benchmark in the reference environment (`_rejax_worker.one_program_ppo`, discrete actions
+    only): every `run` is a fresh run of `iterations` iterations whose initialisation and
+    training are one jitted program; `evaluate` is not available.
     """
 
-    def __init__(self, config: dict[str, Any], *, iterations: int = 10, seed: int = 0) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        *,
+        iterations: int = 10,
+        seed: int = 0,
+        system: str = "rejax",
+    ) -> None:
         python = venv_python(ensure_venv())
-        spec = json.dumps({"config": config, "iterations": iterations, "seed": seed})
+        spec = json.dumps(
+            {"config": config, "iterations": iterations, "seed": seed, "system": system}
+        )
         self._stderr: IO[bytes] = tempfile.TemporaryFile()
         self._stderr_mark = 0
         self._process = subprocess.Popen(

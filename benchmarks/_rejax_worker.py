@@ -14,6 +14,11 @@ timed function is a `jax.lax.scan` over rejax's own `PPO.train_iteration` (rollo
 epochs of minibatch updates) applied to the train state from `PPO.init_state`; rejax's `train`
 loop, which interleaves evaluation callbacks, is never used.
 
+With `"system": "purejaxrl"` in the JSON the worker runs `one_program_ppo` instead: a PPO
+written for the benchmark the way purejaxrl writes it (discrete actions), whose every
+`{"iterations": K}` request is a fresh run, initialisation included, as one jitted program;
+it answers no `evaluate` request.
+
 Protocol: after compiling, the worker writes one JSON line
 `{"ready": true, "compile_seconds": ..., "versions": {...}, ...}` to stdout, then answers one
 JSON line per request line on stdin, until stdin closes:
@@ -185,13 +190,207 @@ class Worker:
         raise ValueError(f"unknown request {request!r}")
 
 
+def one_program_ppo(config: dict[str, Any], iterations: int):
+    """purejaxrl's way of running PPO, written for this benchmark: `train(key)` builds the
+    network, the optimiser and the environments and runs `iterations` training iterations,
+    all inside one jitted program. A discrete-action gymnax environment; the same
+    hyperparameters as the rejax agent (constant learning rate, Adam with eps 1e-5 after
+    global-norm clipping, orthogonal initialisation, separate 64x64 actor and critic
+    torsos, gymnax's own step that resets ended episodes, done treated as termination,
+    the advantage standardised per minibatch, one permutation of all samples per epoch).
+    """
+    import distrax
+    import flax.linen as nn
+    import gymnax
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from flax.linen.initializers import constant, orthogonal
+
+    env, env_params = gymnax.make(config["env"])
+    num_actions = env.action_space(env_params).n
+    observation_shape = env.observation_space(env_params).shape
+    envs, steps = int(config["num_envs"]), int(config["num_steps"])
+    epochs, minibatches = int(config["num_epochs"]), int(config["num_minibatches"])
+    gamma, lam = float(config["gamma"]), float(config["gae_lambda"])
+    clip_eps = float(config["clip_eps"])
+    ent_coef, vf_coef = float(config["ent_coef"]), float(config["vf_coef"])
+    hidden = tuple(int(n) for n in config["hidden_layer_sizes"])
+    activation = {"tanh": nn.tanh, "relu": nn.relu}[config["activation"]]
+    samples = envs * steps
+
+    class Network(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            def torso(h):
+                for width in hidden:
+                    h = nn.Dense(
+                        width, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0)
+                    )(h)
+                    h = activation(h)
+                return h
+
+            logits = nn.Dense(num_actions, kernel_init=orthogonal(0.01), bias_init=constant(0.0))(
+                torso(x)
+            )
+            value = nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))(torso(x))
+            return distrax.Categorical(logits=logits), value[..., 0]
+
+    network = Network()
+    optimiser = optax.chain(
+        optax.clip_by_global_norm(float(config["max_grad_norm"])),
+        optax.adam(float(config["learning_rate"]), eps=1e-5),
+    )
+
+    def loss(params, batch):
+        observation, action, old_log_prob, old_value, advantage, target = batch
+        policy, value = network.apply(params, observation)
+        log_prob = policy.log_prob(action)
+        clipped_value = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+        value_loss = (
+            0.5 * jnp.maximum(jnp.square(value - target), jnp.square(clipped_value - target)).mean()
+        )
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        ratio = jnp.exp(log_prob - old_log_prob)
+        surrogate = jnp.minimum(
+            ratio * advantage, jnp.clip(ratio, 1 - clip_eps, 1 + clip_eps) * advantage
+        )
+        return -surrogate.mean() + vf_coef * value_loss - ent_coef * policy.entropy().mean()
+
+    def iteration(carry, _):
+        params, opt_state, env_state, observation, episode_return, key = carry
+
+        def env_step(carry, _):
+            env_state, observation, episode_return, key = carry
+            key, action_key, step_key = jax.random.split(key, 3)
+            policy, value = network.apply(params, observation)
+            action = policy.sample(seed=action_key)
+            log_prob = policy.log_prob(action)
+            next_observation, env_state, reward, done, _ = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(step_key, envs), env_state, action, env_params)
+            # As purejaxrl's LogWrapper: the running return, and the last finished one.
+            running, finished = episode_return
+            running = running + reward
+            episode_return = (jnp.where(done, 0.0, running), jnp.where(done, running, finished))
+            transition = (observation, action, log_prob, value, reward, done)
+            return (env_state, next_observation, episode_return, key), transition
+
+        (env_state, observation, episode_return, key), trajectory = jax.lax.scan(
+            env_step, (env_state, observation, episode_return, key), None, steps
+        )
+        obs, action, log_prob, value, reward, done = trajectory
+        last_value = network.apply(params, observation)[1]
+
+        def gae_step(carry, transition):
+            advantage, next_value = carry
+            value, reward, done = transition
+            keep = 1.0 - done
+            delta = reward + gamma * next_value * keep - value
+            advantage = delta + gamma * lam * keep * advantage
+            return (advantage, value), advantage
+
+        _, advantage = jax.lax.scan(
+            gae_step, (jnp.zeros_like(last_value), last_value), (value, reward, done), reverse=True
+        )
+        batch = (obs, action, log_prob, value, advantage, advantage + value)
+        batch = jax.tree.map(lambda x: x.reshape(samples, *x.shape[2:]), batch)
+
+        def epoch(carry, _):
+            params, opt_state, key = carry
+            key, shuffle_key = jax.random.split(key)
+            order = jax.random.permutation(shuffle_key, samples)
+            shuffled = jax.tree.map(
+                lambda x: x[order].reshape(minibatches, -1, *x.shape[1:]), batch
+            )
+
+            def update(carry, minibatch):
+                params, opt_state = carry
+                grads = jax.grad(loss)(params, minibatch)
+                updates, opt_state = optimiser.update(grads, opt_state, params)
+                return (optax.apply_updates(params, updates), opt_state), None
+
+            (params, opt_state), _ = jax.lax.scan(update, (params, opt_state), shuffled)
+            return (params, opt_state, key), None
+
+        (params, opt_state, key), _ = jax.lax.scan(epoch, (params, opt_state, key), None, epochs)
+        return (params, opt_state, env_state, observation, episode_return, key), None
+
+    def train(key):
+        init_key, reset_key, key = jax.random.split(key, 3)
+        params = network.init(init_key, jnp.zeros(observation_shape))
+        observation, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, envs), env_params
+        )
+        returns = (jnp.zeros(envs), jnp.zeros(envs))
+        carry = (params, optimiser.init(params), env_state, observation, returns, key)
+        return jax.lax.scan(iteration, carry, None, iterations)[0]
+
+    return train
+
+
+class OneProgramWorker:
+    """purejaxrl-style PPO (`one_program_ppo`): each `train` request runs a whole fresh
+    run of the compiled number of iterations, initialisation included, as one program."""
+
+    def __init__(self, config: dict[str, Any], iterations: int, seed: int) -> None:
+        import jax
+
+        config = {**OPTIONAL_KEYS, **config}
+        self.jax = jax
+        self.config = config
+        self.env_steps_per_iteration = int(config["num_envs"]) * int(config["num_steps"])
+        self.key = jax.random.PRNGKey(seed)
+        self.global_step = 0
+        self.init_seconds = 0.0
+        self.iterations = iterations
+        self.train_fns: dict[int, Any] = {}
+        self.compile_seconds = self.compile_train(iterations)
+
+    def compile_train(self, iterations: int) -> float:
+        start = time.perf_counter()
+        train = self.jax.jit(one_program_ppo(self.config, iterations))
+        self.train_fns[iterations] = train.lower(self.key).compile()
+        return time.perf_counter() - start
+
+    def train(self, iterations: int) -> dict[str, Any]:
+        if not isinstance(iterations, int) or iterations < 1:
+            raise ValueError(f"iterations must be a positive integer, not {iterations!r}")
+        answer: dict[str, Any] = {}
+        if iterations not in self.train_fns:
+            answer["compile_seconds"] = self.compile_train(iterations)
+        self.key, key = self.jax.random.split(self.key)
+        start = time.perf_counter()
+        self.jax.block_until_ready(self.train_fns[iterations](key))
+        seconds = time.perf_counter() - start
+        self.global_step += iterations * self.env_steps_per_iteration
+        return {
+            "seconds": seconds,
+            "env_steps": iterations * self.env_steps_per_iteration,
+            "global_step": self.global_step,
+            **answer,
+        }
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        if "iterations" in request:
+            return self.train(request["iterations"])
+        raise ValueError(f"the one-program PPO answers training requests only, not {request!r}")
+
+
 def main() -> int:
     out = protocol_stdout()
     if len(sys.argv) != 2:
         print("usage: _rejax_worker.py JSON", file=sys.stderr)
         return 2
     spec = json.loads(sys.argv[1])
-    worker = Worker(spec["config"], int(spec.get("iterations", 10)), int(spec.get("seed", 0)))
+    systems = {"rejax": Worker, "purejaxrl": OneProgramWorker}
+    system = spec.get("system", "rejax")
+    if system not in systems:
+        print(f"system must be one of {sorted(systems)}, not {system!r}", file=sys.stderr)
+        return 2
+    args = spec["config"], int(spec.get("iterations", 10)), int(spec.get("seed", 0))
+    worker = systems[system](*args)
     import jax
 
     send(

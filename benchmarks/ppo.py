@@ -1,17 +1,25 @@
-"""PPO throughput: azx's feed-forward PPO against rejax's on the same configuration, and
-the recurrent system's rate beside a feed-forward one.
+"""PPO throughput: azx's feed-forward PPO against rejax's and against a one-program PPO on
+the same configuration, continuous PPO against rejax's, and the recurrent system's rate
+beside a feed-forward one.
 
-    python -m benchmarks.ppo [--repeats 9] [--iterations 10] [--json PATH]
+    python -m benchmarks.ppo [--repeats 9] [--iterations 10] [--skip-continuous]
+                             [--skip-recurrent] [--json PATH]
 
 Feed-forward: CartPole-v1 with purejaxrl's configuration (4 environments x 128 steps, 4
 epochs x 4 minibatches, 64x64 tanh, a constant learning rate since rejax does not anneal
-it). rejax runs in its own virtual environment (`benchmarks/_reference.py`, created on
-first use) as a worker process; the two are timed in turns, `--iterations` training
-iterations per call (rollout, advantages and every update: whole `step`s), the order of
-the pair swapped every round, and compared as a ratio of median environment steps per
-second. azx runs twice: with truncation treated as termination, which is what rejax does,
-and with its default bootstrap from a truncated episode's final observation (one more
-network call per step).
+it). The references run in their own virtual environment (`benchmarks/_reference.py`,
+created on first use) as worker processes: rejax, and a PPO written the way purejaxrl
+writes it, whose every call builds the network, the optimiser and the environments and
+trains, all as one jitted program (`_rejax_worker.one_program_ppo`). All are timed in
+turns, `--iterations` training iterations per call (rollout, advantages and every update:
+whole `step`s), the order swapped every round, and compared as ratios of median
+environment steps per second. azx runs twice: with truncation treated as termination,
+which is what both references do, and with its default bootstrap from a truncated
+episode's final observation (one more network call per step).
+
+Continuous: Pendulum-v1 (`_reference.REJAX_PENDULUM`), azx's clipped Normal with a
+state-independent log standard deviation against rejax's Gaussian policy, which is the
+same, timed in turns the same way.
 
 Recurrent: MiniGrid-Empty-6x6 with the `ppo_minigrid` preset's configuration, its GRU
 network against a feed-forward `ActorCritic` on the same configuration, timed in turns the
@@ -19,6 +27,7 @@ same way.
 """
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import statistics
@@ -29,13 +38,15 @@ import jax
 
 import azx
 
-from ._reference import PUREJAXRL_CARTPOLE, RejaxPPO
+from ._reference import PUREJAXRL_CARTPOLE, REJAX_PENDULUM, RejaxPPO
 
 
-def _azx_cartpole(truncation: str):
-    c = PUREJAXRL_CARTPOLE
-    env = azx.envs.make("gymnax:CartPole-v1")
-    config = azx.ppo.Config(
+ONE_PROGRAM = "purejaxrl-style one program"
+
+
+def _azx_config(c: dict, **options) -> azx.ppo.Config:
+    """azx's `Config` for a configuration in the reference worker's keys."""
+    return azx.ppo.Config(
         num_envs=c["num_envs"],
         rollout_length=c["num_steps"],
         num_epochs=c["num_epochs"],
@@ -48,8 +59,13 @@ def _azx_cartpole(truncation: str):
         value_clip_eps=c["clip_eps"],
         entropy_coef=c["ent_coef"],
         value_coef=c["vf_coef"],
-        truncation=truncation,
+        **options,
     )
+
+
+def _azx_cartpole(truncation: str):
+    c = PUREJAXRL_CARTPOLE
+    env = azx.envs.make("gymnax:CartPole-v1")
     net = azx.nets.ActorCritic(
         env.observation_shape,
         env.num_actions,
@@ -57,6 +73,23 @@ def _azx_cartpole(truncation: str):
         activation=c["activation"],
         key=jax.random.key(0),
     )
+    trainer = azx.ppo.PPO(env, _azx_config(c, truncation=truncation))
+    return trainer, trainer.init(net, key=jax.random.key(1))
+
+
+def _azx_pendulum():
+    c = REJAX_PENDULUM
+    env = azx.envs.make(f"gymnax:{c['env']}")
+    # rejax's continuous policy: a Normal with a state-independent log standard deviation,
+    # its sample clipped to the bounds; time-outs treated as terminal, as rejax does.
+    net = azx.ppo.ContinuousActorCritic(
+        env.observation_shape,
+        env.num_actions,
+        hidden_sizes=tuple(c["hidden_layer_sizes"]),
+        activation=c["activation"],
+        key=jax.random.key(0),
+    )
+    config = _azx_config(c, truncation="terminate", action_distribution="normal")
     trainer = azx.ppo.PPO(env, config)
     return trainer, trainer.init(net, key=jax.random.key(1))
 
@@ -89,32 +122,54 @@ def _alternate(runners: dict, repeats: int) -> dict[str, list[float]]:
     return times
 
 
+def _against_references(
+    env: str, runners: dict, references: dict, repeats: int, iterations: int
+) -> list[dict]:
+    """azx's `runners` and the reference systems (`{name: (config, system)}`, each a worker
+    of `_reference.RejaxPPO`) timed in turns; every rate as a ratio to each reference's."""
+    with contextlib.ExitStack() as stack:
+        workers = {
+            name: stack.enter_context(RejaxPPO(config, iterations=iterations, system=system))
+            for name, (config, system) in references.items()
+        }
+        for worker in workers.values():
+            worker.env_steps_per_call = iterations * worker.env_steps_per_iteration
+        times = _alternate(runners | workers, repeats)
+    everyone = runners | workers
+    rates = {
+        name: everyone[name].env_steps_per_call / statistics.median(seconds)
+        for name, seconds in times.items()
+    }
+    return [
+        {
+            "system": name,
+            "env": env,
+            "steps_per_s": rate,
+            "ratio_to": {reference: rate / rates[reference] for reference in workers},
+            "compile_s": everyone[name].compile_seconds,
+            "seconds_per_call": times[name],
+            "jax": everyone[name].versions["jax"] if name in workers else jax.__version__,
+        }
+        for name, rate in rates.items()
+    ]
+
+
 def feed_forward(repeats: int, iterations: int) -> list[dict]:
     runners = {
         "azx (truncation as termination)": _AzxRunner(*_azx_cartpole("terminate"), iterations),
         "azx (truncation bootstrapped)": _AzxRunner(*_azx_cartpole("bootstrap"), iterations),
     }
-    with RejaxPPO(PUREJAXRL_CARTPOLE, iterations=iterations) as rejax:
-        rejax.env_steps_per_call = iterations * rejax.env_steps_per_iteration
-        times = _alternate(runners | {"rejax": rejax}, repeats)
-        versions = rejax.versions
-    rejax_rate = rejax.env_steps_per_call / statistics.median(times["rejax"])
-    records = []
-    for name, seconds in times.items():
-        runner = rejax if name == "rejax" else runners[name]
-        rate = runner.env_steps_per_call / statistics.median(seconds)
-        records.append(
-            {
-                "system": name,
-                "env": "CartPole-v1",
-                "steps_per_s": rate,
-                "ratio_to_rejax": rate / rejax_rate,
-                "compile_s": runner.compile_seconds,
-                "seconds_per_call": seconds,
-                "jax": versions["jax"] if name == "rejax" else jax.__version__,
-            }
-        )
-    return records
+    references = {
+        "rejax": (PUREJAXRL_CARTPOLE, "rejax"),
+        ONE_PROGRAM: (PUREJAXRL_CARTPOLE, "purejaxrl"),
+    }
+    return _against_references("CartPole-v1", runners, references, repeats, iterations)
+
+
+def continuous(repeats: int, iterations: int) -> list[dict]:
+    runners = {"azx (clipped Normal)": _AzxRunner(*_azx_pendulum(), iterations)}
+    references = {"rejax": (REJAX_PENDULUM, "rejax")}
+    return _against_references(REJAX_PENDULUM["env"], runners, references, repeats, iterations)
 
 
 def recurrent(repeats: int, iterations: int) -> list[dict]:
@@ -154,14 +209,16 @@ def recurrent(repeats: int, iterations: int) -> list[dict]:
 
 def table(records: list[dict]) -> str:
     lines = [
-        "| system | env | env steps/s | vs rejax | time vs feed-forward | compile s |",
-        "|---|---|---|---|---|---|",
+        "| system | env | env steps/s | vs rejax | vs one program | time vs feed-forward "
+        "| compile s |",
+        "|---|---|---|---|---|---|---|",
     ]
     for r in records:
-        ratio = f"{r['ratio_to_rejax']:.2f}x" if "ratio_to_rejax" in r else ""
+        ratios = [r.get("ratio_to", {}).get(name) for name in ("rejax", ONE_PROGRAM)]
+        ratio, one = (f"{x:.2f}x" if x is not None else "" for x in ratios)
         cost = f"{r['cost_over_feed_forward']:.2f}x" if "cost_over_feed_forward" in r else ""
         lines.append(
-            f"| {r['system']} | {r['env']} | {r['steps_per_s']:.0f} | {ratio} | {cost} "
+            f"| {r['system']} | {r['env']} | {r['steps_per_s']:.0f} | {ratio} | {one} | {cost} "
             f"| {r['compile_s']:.1f} |"
         )
     return "\n".join(lines)
@@ -171,11 +228,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=9, help="timed calls per system")
     parser.add_argument("--iterations", type=int, default=10, help="iterations per call")
+    parser.add_argument("--skip-continuous", action="store_true")
     parser.add_argument("--skip-recurrent", action="store_true")
     parser.add_argument("--json", help="write the records to this JSON file")
     args = parser.parse_args(argv)
     records = feed_forward(args.repeats, args.iterations)
-    print("measured feed-forward PPO against rejax", flush=True)
+    print("measured feed-forward PPO against rejax and the one-program PPO", flush=True)
+    if not args.skip_continuous:
+        records += continuous(args.repeats, args.iterations)
+        print("measured continuous PPO against rejax", flush=True)
     if not args.skip_recurrent:
         records += recurrent(args.repeats, args.iterations)
         print("measured recurrent PPO", flush=True)

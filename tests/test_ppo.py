@@ -5,6 +5,7 @@ recurrent network has."""
 
 import equinox as eqx
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -298,6 +299,36 @@ def test_first_minibatch_recomputes_the_rollout_log_probs(net_kind):
     log_prob = jnp.take_along_axis(log_policy, first.action[..., None], -1)[..., 0]
     np.testing.assert_allclose(log_prob, first.log_prob, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value, first.value, rtol=1e-5, atol=1e-5)
+
+
+def test_the_learner_runs_a_feed_forward_network_as_plain_matrix_products():
+    # One vmap over a minibatch's envs x steps samples: every layer's product is then a
+    # matrix product of rank-2 operands. A vmap over both axes gives rank-3 products,
+    # which XLA:CPU computes feature-major and transposes back, forward and backward (on
+    # CartPole's PPO about a third more learner time).
+    trainer, state = _trainer(Countdown(), truncation="bootstrap")
+    _, rollout = eqx.filter_jit(trainer.rollout)(state, jax.random.key(2))
+    advantage, target = trainer.advantages(rollout)
+    batches = trainer.minibatches(state, rollout, advantage, target, jax.random.key(3))
+    first = jax.tree.map(lambda x: x[0], batches)
+
+    def learner(params):
+        net = eqx.combine(params, state.net_static)
+        logits, value = trainer.policy_and_value(net, first, None)
+        return jnp.sum(logits) + jnp.sum(value)
+
+    def ranks(jaxpr):
+        for equation in jaxpr.eqns:
+            if equation.primitive.name == "dot_general":
+                yield max(len(v.aval.shape) for v in equation.invars)
+        for sub in jax.extend.core.subjaxprs(jaxpr):
+            yield from ranks(sub)
+
+    forward_and_backward = jax.make_jaxpr(jax.grad(learner))(state.params).jaxpr
+    rollout_jaxpr = jax.make_jaxpr(trainer.rollout)(state, jax.random.key(2)).jaxpr
+    for jaxpr in (forward_and_backward, rollout_jaxpr):
+        found = list(ranks(jaxpr))
+        assert found and max(found) == 2, found
 
 
 @pytest.mark.parametrize("net_kind", ["ff", "recurrent"])

@@ -1,10 +1,11 @@
-"""Environments: one interface, with adapters for pgx, gymnax and xminigrid."""
+"""Environments: one interface, with adapters for pgx, gymnax, xminigrid and brax."""
 
 from ._abstract import (
     AbstractEnv as AbstractEnv,
     BoxActions as BoxActions,
     DiscreteActions as DiscreteActions,
 )
+from ._brax import BraxEnv as BraxEnv, BraxState as BraxState
 from ._chance import AbstractChanceEnv as AbstractChanceEnv, require_chance as require_chance
 from ._check import check_env as check_env
 from ._gymnax import GymnaxEnv as GymnaxEnv

@@ -2,6 +2,7 @@ import inspect
 from collections.abc import Callable
 
 from ._abstract import AbstractEnv
+from ._brax import BraxEnv
 from ._gymnax import GymnaxEnv, gymnax_names
 from ._pgx import make_pgx, pgx_names
 from ._pgx_chance import expose_chance
@@ -92,25 +93,31 @@ def make(
       environment, e.g. `"gymnax:CartPole-v1"`, `"gymnax:Breakout-MinAtar"`; or an
       xminigrid environment, e.g. `"xminigrid:MiniGrid-Empty-6x6"`,
       `"xminigrid:XLand-MiniGrid-R1-9x9"` (XLand needs a ruleset: see
-      [`azx.envs.XMinigridEnv`][]); or a name given to [`azx.envs.register`][].
+      [`azx.envs.XMinigridEnv`][]); a brax environment, e.g. `"brax:inverted_pendulum"`
+      (brax is not a dependency of azx, and `available` does not list its
+      environments); or a name given to [`azx.envs.register`][].
     - `max_episode_steps`: truncate episodes after this many steps (default: pgx games
-      are never truncated; gymnax and xminigrid keep their environment's own time limit).
+      are never truncated; gymnax and xminigrid keep their environment's own time limit;
+      brax's is 1000).
     - `observe_legal_moves`: wrap the environment in [`azx.envs.ObserveLegalMoves`][], so
       that its observation ends with the legal-action mask.
     - `reward_scale`: wrap the environment in [`azx.envs.ScaleRewards`][], so that its
       rewards are multiplied by this (2048's merged tiles sum to thousands a game).
     - `**kwargs`: for pgx, the game's constructor arguments (e.g. `komi` for go); for
-      gymnax and xminigrid, see [`azx.envs.GymnaxEnv`][] and [`azx.envs.XMinigridEnv`][].
+      gymnax, xminigrid and brax, see [`azx.envs.GymnaxEnv`][], [`azx.envs.XMinigridEnv`][]
+      and [`azx.envs.BraxEnv`][].
 
     **Returns:** a [`azx.envs.PgxEnv`][] (for pgx's games with chance, `"2048"` and
     `"backgammon"`, the [`azx.envs.AbstractChanceEnv`][] adapters [`azx.envs.Pgx2048`][]
     and [`azx.envs.PgxBackgammon`][], which step as the `PgxEnv` does),
-    [`azx.envs.GymnaxEnv`][] or [`azx.envs.XMinigridEnv`][]. gymnax and xminigrid are
-    imported only when one of their environments is made (or listed).
+    [`azx.envs.GymnaxEnv`][], [`azx.envs.XMinigridEnv`][] or [`azx.envs.BraxEnv`][].
+    gymnax, xminigrid and brax are imported only when one of their environments is made
+    (or listed).
 
     **Raises:** `ValueError` for an unknown name or a keyword the environment does not
     take; `ImportError` that says to `pip install "azx[envs]"` for a gymnax or xminigrid
-    name when that library cannot be imported.
+    name when that library cannot be imported, and one that says to `pip install brax`
+    for a brax name without brax.
     """
     if not isinstance(observe_legal_moves, bool):
         raise ValueError(f"observe_legal_moves must be True or False, got {observe_legal_moves!r}")
@@ -125,6 +132,9 @@ def make(
     library, _, library_name = name.rpartition(":")
     if library == "gymnax" and library_name in gymnax_names(discrete=False):
         return GymnaxEnv(library_name, max_episode_steps=max_episode_steps, **kwargs)
+    if library == "brax":
+        limit = {} if max_episode_steps is None else {"max_episode_steps": max_episode_steps}
+        return BraxEnv(library_name, **limit, **kwargs)
     if library == "xminigrid" and library_name in xminigrid_names():
         return XMinigridEnv(library_name, max_episode_steps=max_episode_steps, **kwargs)
     if library in ("", "pgx") and library_name in pgx_names():
