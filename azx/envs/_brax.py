@@ -6,12 +6,13 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey
 from .._validate import check_positive_int
-from ._abstract import AbstractEnv, BoxActions
+from ._abstract import BoxActions
+from ._recorded import RecordedStepEnv
 
 
 @contextlib.contextmanager
@@ -64,7 +65,7 @@ class BraxState(eqx.Module):
     truncated: Bool[Array, ""]
 
 
-class BraxEnv(AbstractEnv):
+class BraxEnv(RecordedStepEnv):
     """Adapter from a brax environment (`ant`, `hopper`, `inverted_pendulum`, ...) to
     [`azx.envs.AbstractEnv`][]: continuous actions in `[-1, 1]` per component.
 
@@ -145,27 +146,7 @@ class BraxEnv(AbstractEnv):
             terminated=terminated,
             truncated=(steps >= self.max_episode_steps) & ~terminated,
         )
-        done = state.terminated | state.truncated
-        finished = eqx.tree_at(lambda s: s.reward, state, jnp.zeros((), jnp.float32))
-        return jax.tree.map(lambda old, new: jnp.where(done, old, new), finished, stepped)
-
-    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
-        return state.observation
-
-    def legal_action_mask(self, state: EnvState) -> Bool[Array, " num_actions"]:
-        return jnp.ones(self.num_actions, jnp.bool_)
-
-    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
-        return jnp.reshape(state.reward, (1,))
-
-    def terminated(self, state: EnvState) -> Bool[Array, ""]:
-        return state.terminated
-
-    def truncated(self, state: EnvState) -> Bool[Array, ""]:
-        return state.truncated
-
-    def current_player(self, state: EnvState) -> Int[Array, ""]:
-        return jnp.zeros((), jnp.int32)
+        return self.hold_finished(state, stepped)
 
 
 def _is_typed(key: PRNGKey) -> bool:

@@ -6,12 +6,13 @@ from typing import Any
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey
 from .._validate import check_positive_int
-from ._abstract import AbstractEnv, BoxActions, DiscreteActions
+from ._abstract import BoxActions, DiscreteActions
+from ._recorded import RecordedStepEnv
 
 
 # Registered gymnax environments that `make` does not offer: MNISTBandit downloads MNIST
@@ -105,7 +106,7 @@ class GymnaxState(eqx.Module):
     truncated: Bool[Array, ""]
 
 
-class GymnaxEnv(AbstractEnv):
+class GymnaxEnv(RecordedStepEnv):
     """Adapter from a gymnax environment with discrete actions, or continuous actions in a
     one-dimensional box (`Pendulum-v1`, `MountainCarContinuous-v0`), to
     [`azx.envs.AbstractEnv`][].
@@ -248,25 +249,4 @@ class GymnaxEnv(AbstractEnv):
             terminated=terminated,
             truncated=out_of_time & ~terminated,  # termination wins a tie
         )
-        # A finished episode stays as it ended, with zero reward.
-        done = state.terminated | state.truncated
-        finished = eqx.tree_at(lambda s: s.reward, state, jnp.zeros((), jnp.float32))
-        return jax.tree.map(lambda old, new: jnp.where(done, old, new), finished, stepped)
-
-    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
-        return state.observation
-
-    def legal_action_mask(self, state: EnvState) -> Bool[Array, " num_actions"]:
-        return jnp.ones(self.num_actions, jnp.bool_)
-
-    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
-        return jnp.reshape(state.reward, (1,))
-
-    def terminated(self, state: EnvState) -> Bool[Array, ""]:
-        return state.terminated
-
-    def truncated(self, state: EnvState) -> Bool[Array, ""]:
-        return state.truncated
-
-    def current_player(self, state: EnvState) -> Int[Array, ""]:
-        return jnp.zeros((), jnp.int32)
+        return self.hold_finished(state, stepped)
