@@ -95,3 +95,26 @@ def test_bad_names_and_settings_say_what_is_allowed():
         azx.envs.BraxEnv("hopper", backend="fast")
     with pytest.raises(ValueError, match="max_episode_steps"):
         azx.envs.BraxEnv("hopper", max_episode_steps=0)
+
+
+def test_azx_train_and_eval_run_the_brax_preset(tmp_path):
+    import json
+
+    from test_cli import _azx
+
+    preset = azx.presets.get("ppo_inverted_pendulum")
+    assert preset.make_env() == azx.envs.BraxEnv("inverted_pendulum")
+    out = tmp_path / "pendulum"
+    options = ["--preset", "ppo_inverted_pendulum", "--log-every", "1", "--eval-every", "1"]
+    result = _azx("train", "--out", out, *options, "--eval-episodes", 2, "--iterations", 1)
+    assert result.exit_code == 0, result.output
+    path = tmp_path / "eval.json"
+    result = _azx("eval", "--run", out, "--episodes", 3, "--json", path)
+    assert result.exit_code == 0, result.output
+    saved = json.loads(path.read_text())
+    # A reward of 1 for every step the pole stands, and at most 1000 steps: the return is
+    # the episode's length.
+    returns = np.asarray(azx.load_run(out).play_episodes(3, key=jax.random.key(0)).returns)
+    assert saved["return_mean"] == pytest.approx(returns.mean(), rel=1e-5)
+    assert np.all((returns >= 1) & (returns <= 1000))
+    assert saved["length_mean"] == pytest.approx(saved["return_mean"], rel=1e-5)
