@@ -191,9 +191,21 @@ def _loss(params, start_h, batch: Transition, advantage, target):
     return policy_loss + VALUE_COEF * value_loss - ENTROPY_COEF * entropy
 
 
-def train(key, embedding: str, env, env_params):
-    """The seed's whole run from `key` on `env` (auto-resetting); returns the trained
-    parameters."""
+class Carry(NamedTuple):
+    """What one training iteration takes and gives: the parameters, the optimiser's state
+    and every environment's timestep, previous action and reward, and memory."""
+
+    params: Any
+    opt_state: Any
+    timestep: Any
+    previous_action: jax.Array
+    previous_reward: jax.Array
+    memory: jax.Array
+
+
+def initial_carry(key, embedding: str, env, env_params) -> tuple[Carry, jax.Array]:
+    """The state before the first iteration, drawn from `key` as the seed draws it, and
+    the key the iterations' keys are split from."""
     init_key, reset_key, key = jax.random.split(key, 3)
     timestep = jax.vmap(env.reset, in_axes=(None, 0))(
         env_params, jax.random.split(reset_key, NUM_ENVS)
@@ -201,6 +213,21 @@ def train(key, embedding: str, env, env_params):
     params = init_params(
         init_key, timestep.observation.shape[1:], env.num_actions(env_params), embedding
     )
+    carry = Carry(
+        params,
+        _optimiser().init(params),
+        timestep,
+        jnp.zeros(NUM_ENVS, jnp.int32),
+        jnp.zeros(NUM_ENVS, jnp.float32),
+        jnp.zeros((NUM_ENVS, HIDDEN)),
+    )
+    return carry, key
+
+
+def make_iteration(env, env_params):
+    """The seed's training iteration on `env` (auto-resetting), `iteration(carry, key) ->
+    (carry, None)`: a rollout of every environment, the advantages and one epoch of
+    minibatch updates."""
     optimiser = _optimiser()
     act = jax.vmap(act_one, in_axes=(None, 0, 0, 0, 0))
 
@@ -222,7 +249,7 @@ def train(key, embedding: str, env, env_params):
         )
         return (params, next_timestep, action, next_timestep.reward, h), transition
 
-    def iteration(carry, key):
+    def iteration(carry: Carry, key) -> tuple[Carry, None]:
         params, opt_state, timestep, previous_action, previous_reward, h = carry
         rollout_key, shuffle_key = jax.random.split(key)
         start_h = h
@@ -261,18 +288,18 @@ def train(key, embedding: str, env, env_params):
             return (optax.apply_updates(params, updates), opt_state), None
 
         (params, opt_state), _ = jax.lax.scan(update, (params, opt_state), data)
-        return (params, opt_state, timestep, previous_action, previous_reward, h), None
+        return Carry(params, opt_state, timestep, previous_action, previous_reward, h), None
 
-    carry = (
-        params,
-        optimiser.init(params),
-        timestep,
-        jnp.zeros(NUM_ENVS, jnp.int32),
-        jnp.zeros(NUM_ENVS, jnp.float32),
-        jnp.zeros((NUM_ENVS, HIDDEN)),
-    )
+    return iteration
+
+
+def train(key, embedding: str, env, env_params):
+    """The seed's whole run from `key` on `env` (auto-resetting); returns the trained
+    parameters."""
+    carry, key = initial_carry(key, embedding, env, env_params)
+    iteration = make_iteration(env, env_params)
     carry, _ = jax.lax.scan(iteration, carry, jax.random.split(key, ITERATIONS))
-    return carry[0]
+    return carry.params
 
 
 def evaluate(params, key, num_episodes: int, env, env_params):

@@ -331,6 +331,35 @@ def test_the_learner_runs_a_feed_forward_network_as_plain_matrix_products():
         assert found and max(found) == 2, found
 
 
+def test_the_rollout_reads_linear_weights_through_copies_transposed_once():
+    # An eqx.nn.Linear stores [out, in]: read as it is, every step's product transposes it
+    # again (XLA:CPU's kernels take the other layout). The rollout's loop reads each weight
+    # as the transpose of a copy made before the loop behind an optimisation barrier, a
+    # transpose that XLA folds into the product.
+    trainer, state = _trainer(Countdown())
+    outer = jax.make_jaxpr(trainer.rollout)(state, jax.random.key(2)).jaxpr
+    (loop,) = [e for e in outer.eqns if e.primitive.name == "scan" and e.params["length"] == 12]
+    barriers = [e for e in outer.eqns if e.primitive.name == "optimization_barrier"]
+    copies = {id(v) for e in barriers for v in e.outvars}
+    body = loop.params["jaxpr"].jaxpr
+    from_copies = {
+        id(body.invars[i]) for i, v in enumerate(loop.invars) if id(v) in copies
+    }  # fmt: skip
+    transposed = {
+        id(e.outvars[0])
+        for e in body.eqns
+        if e.primitive.name == "transpose" and id(e.invars[0]) in from_copies
+    }
+    products = [e for e in body.eqns if e.primitive.name == "dot_general"]
+    linears = [
+        layer
+        for layer in jax.tree.leaves(state.net, is_leaf=lambda x: isinstance(x, eqx.nn.Linear))
+        if isinstance(layer, eqx.nn.Linear)
+    ]
+    assert len(products) == len(linears) == len(transposed) == 4
+    assert all(id(e.invars[0]) in transposed for e in products)
+
+
 @pytest.mark.parametrize("net_kind", ["ff", "recurrent"])
 def test_every_sample_is_used_once_per_epoch(net_kind):
     trainer, state = _trainer(Countdown(), net_kind)

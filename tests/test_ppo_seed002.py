@@ -160,6 +160,16 @@ def test_seed002_preset_is_the_seed_configuration():
     assert net.action_embedding_init == "fan_in_normal"
 
 
+def test_the_reimplementation_runs_the_preset_configuration():
+    # benchmarks.ppo times azx's preset against seed002.py's iteration: the same sizes.
+    config = azx.presets.get("ppo_minigrid_seed002").config
+    assert (seed002.NUM_ENVS, seed002.NUM_STEPS) == (config.num_envs, config.rollout_length)
+    assert seed002.NUM_MINIBATCHES == config.num_minibatches and config.num_epochs == 1
+    assert seed002.ITERATIONS == config.anneal_iterations
+    assert (seed002.LEARNING_RATE, seed002.ADAM_EPS) == (config.learning_rate, config.adam_eps)
+    assert (seed002.HIDDEN, seed002.HEAD) == (16, 16)
+
+
 def _reference_params(net):
     """azx's weights in the layout of benchmarks/seed002.py (flax's: kernels [in, out])."""
     conv = []

@@ -426,23 +426,27 @@ class PPO(AbstractTrainer[TrainState]):
         net, stats = state.net, self._stats(state)
         rows = state.episode_return.shape[0]
         first_row = self.first_row(rows)
-        step_row = jax.vmap(lambda *args: self._env_step(net, stats, *args))
-
         later_values = self.config.truncation == "bootstrap" and not is_recurrent(net)
+        transposed_net = _transpose_linear_weights(net, barrier=True)
 
         def scan_step(row, inputs):
+            step_net = _transpose_linear_weights(transposed_net, barrier=False)
+            step_row = jax.vmap(lambda *args: self._env_step(step_net, stats, *args))
             row, transition, finished, final_observation = step_row(row, *inputs)
             return row, (transition, finished, final_observation if later_values else ())
 
         # Every step's keys and action noise at once ([steps, rows, ...]): a few vectorised
-        # draws rather than small ones inside every step of the loop.
+        # draws rather than small ones inside every step of the loop. The draws run over
+        # the flattened [steps * rows] keys: over two axes XLA:CPU hashes the [steps, rows,
+        # 3] split keys about twice as slowly, for the same bits.
         steps = jnp.arange(num_steps)
         keys = jax.vmap(lambda t: row_keys(jax.random.fold_in(key, t), first_row, rows))(steps)
-        keys = jax.vmap(jax.vmap(lambda k: jax.random.split(k, 3)))(keys)
-        noise = jax.vmap(jax.vmap(self.distribution.noise))(keys[:, :, 0])
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(keys.reshape(num_steps * rows))
+        noise = jax.vmap(self.distribution.noise)(keys[:, 0])
+        noise = jax.tree.map(lambda x: x.reshape(num_steps, rows, *x.shape[1:]), noise)
         start = _rows(state)
         end, (trajectory, finished, final_observation) = jax.lax.scan(
-            scan_step, start, (noise, keys[:, :, 1:])
+            scan_step, start, (noise, keys[:, 1:].reshape(num_steps, rows, 2))
         )
         if later_values:
             final_value = _over_samples(lambda o: net(o)[1], final_observation)
@@ -704,6 +708,34 @@ class PPO(AbstractTrainer[TrainState]):
         state, collected = self.rollout(state, rollout_key)
         state = self.learn(state, collected, learn_key)
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
+
+
+def _linear_weights(net: Any) -> list[Any]:
+    """The weights of the `eqx.nn.Linear` layers in `net` (arrays, or what `eqx.tree_at`
+    puts in their place when it calls this to find them)."""
+    is_linear = lambda x: isinstance(x, eqx.nn.Linear)  # noqa: E731
+    return [layer.weight for layer in jax.tree.leaves(net, is_leaf=is_linear) if is_linear(layer)]
+
+
+def _transpose_linear_weights(net: Any, *, barrier: bool) -> Any:
+    """`net` with the weight of every `eqx.nn.Linear` in it transposed (`barrier`: behind
+    an optimisation barrier, so that XLA keeps the transposed copy).
+
+    The rollout makes the transposed copies once, outside its loop, and transposes them
+    back inside it. An `eqx.nn.Linear` stores its weight `[out, in]`, so a batch of inputs
+    `[batch, in]` meets it as the right operand of a product that contracts its second
+    axis, which XLA:CPU transposes again at every step; read through the copy, the same
+    product contracts the copy's first axis, the layout the matrix kernels take as it is.
+    On CartPole's 4 environments this makes the 64x64 network's rollout steps about 6%
+    faster, with the same bits.
+    """
+    weights = _linear_weights(net)
+    if not weights:
+        return net
+    transposed = [jnp.transpose(weight) for weight in weights]
+    if barrier:
+        transposed = jax.lax.optimization_barrier(transposed)
+    return eqx.tree_at(_linear_weights, net, transposed)
 
 
 def _over_samples(fn, x: Shaped[Array, "envs steps ..."]) -> PyTree[Array]:
