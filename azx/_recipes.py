@@ -651,7 +651,7 @@ class MuZeroRecipe(AlphaZeroRecipe):
         def per_episode(values) -> float | None:
             return float(np.sum(episodes * np.asarray(values))) / finished if finished else None
 
-        names = ("loss", "policy_loss", "value_loss", "reward_loss")
+        names = ("loss", "policy_loss", "value_loss", "reward_loss", "consistency_loss")
         record = {name: float(np.mean(np.asarray(getattr(history, name)))) for name in names}
         return record | {
             "entropy": float(np.mean(np.asarray(history.policy_entropy))),

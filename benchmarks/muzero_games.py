@@ -5,15 +5,20 @@ opponents (the random player and the exact solver for tic-tac-toe).
 
     python -m benchmarks.muzero_games --seeds 0 1 2 --every 400
     python -m benchmarks.muzero_games --seeds 0 --config '{"unroll_steps": 9}'
+    python -m benchmarks.muzero_games --seeds 0 --eval-simulations 16 32 64
 
 Prints, per seed and every `--every` iterations, the training time so far, the last
-iteration's loss and value loss, and each agent's won / drawn / lost against each
-opponent (evaluation key `10_000 + seed`).
+iteration's loss and value loss (and consistency loss, when on), and each agent's won /
+drawn / lost against each opponent (evaluation key `10_000 + seed`); with
+`--eval-simulations`, after the last iteration the search agent again with each number
+of simulations; with `--save DIR`, each seed's trained network is written to
+`DIR/seed<S>.eqx` (`equinox.tree_deserialise_leaves` into the preset's built network).
 """
 
 import argparse
 import dataclasses
 import json
+import pathlib
 import time
 
 import equinox as eqx
@@ -32,6 +37,17 @@ def main(argv=None):
     parser.add_argument(
         "--config", type=json.loads, default={}, help="JSON: changes to the preset's config"
     )
+    parser.add_argument(
+        "--eval-simulations",
+        type=int,
+        nargs="*",
+        default=[],
+        help="after the last iteration, also the search agent with each of these numbers of "
+        "simulations (the same key)",
+    )
+    parser.add_argument(
+        "--save", default=None, help="a folder: each seed's trained network saved there"
+    )
     args = parser.parse_args(argv)
     preset = azx.presets.get(args.preset)
     preset = preset.replace(config=dataclasses.replace(preset.config, **args.config))
@@ -47,20 +63,40 @@ def main(argv=None):
             jax.block_until_ready(state.params)
             seconds += time.perf_counter() - start
             done += chunk
-            results = preset.recipe.evaluate(
-                trainer, state, key=jax.random.key(10_000 + seed), phase=lambda _: None
+            scores = _scores(preset.recipe, trainer, state, seed)
+            loss, value, consistency = (
+                float(np.asarray(x)[-1])
+                for x in (metrics.loss, metrics.value_loss, metrics.consistency_loss)
             )
-            scores = ", ".join(
-                f"{agent} vs {spec} {r['wins']}/{r['draws']}/{r['losses']}"
-                for agent, by_opponent in results.items()
-                for spec, r in by_opponent.items()
-            )
-            loss, value = (float(np.asarray(x)[-1]) for x in (metrics.loss, metrics.value_loss))
+            parts = f"value {value:.3f}"
+            if preset.config.consistency_loss_weight:
+                parts += f", consistency {consistency:.3f}"
             print(
-                f"seed {seed} iteration {done}: {seconds:.0f} s, loss {loss:.3f} (value "
-                f"{value:.3f}); {scores}",
+                f"seed {seed} iteration {done}: {seconds:.0f} s, loss {loss:.3f} ({parts}); "
+                f"{scores}",
                 flush=True,
             )
+        if args.save:
+            pathlib.Path(args.save).mkdir(parents=True, exist_ok=True)
+            eqx.tree_serialise_leaves(pathlib.Path(args.save) / f"seed{seed}.eqx", state.net)
+        for simulations in args.eval_simulations:
+            options = preset.recipe.search_options | {"num_simulations": simulations}
+            recipe = dataclasses.replace(
+                preset.recipe, search_options=options, eval_agents=("search",)
+            )
+            scores = _scores(recipe, trainer, state, seed)
+            print(f"seed {seed} iteration {done}, {simulations} simulations: {scores}", flush=True)
+
+
+def _scores(recipe, trainer, state, seed: int) -> str:
+    results = recipe.evaluate(
+        trainer, state, key=jax.random.key(10_000 + seed), phase=lambda _: None
+    )
+    return ", ".join(
+        f"{agent} vs {spec} {r['wins']}/{r['draws']}/{r['losses']}"
+        for agent, by_opponent in results.items()
+        for spec, r in by_opponent.items()
+    )
 
 
 if __name__ == "__main__":

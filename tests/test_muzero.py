@@ -170,6 +170,10 @@ def test_replay_samples_only_complete_windows_of_consecutive_steps():
     np.testing.assert_array_equal(
         np.asarray(targets.reward_target), np.stack([starts, starts + 1], axis=1)
     )
+    # The consistency loss's observations are the next K steps'.
+    np.testing.assert_array_equal(
+        np.asarray(targets.next_observation)[:, :, 0], np.stack([starts + 1, starts + 2], axis=1)
+    )
     empty = replay.init(example, num_envs=1)
     _, _, valid = replay.sample_row(
         jax.tree.map(lambda x: x[0], empty), key=jax.random.key(0), batch_size=4
@@ -191,7 +195,7 @@ def test_segment_loss_equals_a_step_by_step_computation(support_size, absorbing_
     )
     window = _window(R, G, V, terminated=[1])
     targets = mz.unroll_targets(window, K, N, absorbing_end=absorbing_end)
-    policy, value, reward, entropy = mz.segment_loss(
+    policy, value, reward, consistency, entropy = mz.segment_loss(
         net, window.observation[0], targets, value_loss_weight=0.25, reward_loss_weight=1.0
     )
 
@@ -228,6 +232,84 @@ def test_segment_loss_equals_a_step_by_step_computation(support_size, absorbing_
     np.testing.assert_allclose(float(value), 0.25 * expected_value, rtol=1e-5)
     np.testing.assert_allclose(float(reward), expected_reward, rtol=1e-5)
     np.testing.assert_allclose(float(entropy), expected_entropy, rtol=1e-5)
+
+
+def _with_consistency_head(net, key):
+    head = mz.ConsistencyHead((4,), hidden_size=8, projection_size=3, key=key)
+    return eqx.tree_at(lambda n: n.consistency, net, head, is_leaf=lambda x: x is None)
+
+
+def test_consistency_loss_equals_a_step_by_step_computation():
+    net = _with_consistency_head(
+        mz.mlp_net((1,), 2, embedding_size=4, width=8, key=jax.random.key(0)), jax.random.key(1)
+    )
+    # Step 1 ends the episode: the observation of unroll step 2 is the next episode's.
+    window = _window(R, G, V, terminated=[1])
+    targets = mz.unroll_targets(window, K, N, absorbing_end=True)
+    weight = 2.0
+
+    def consistency_of(net):
+        return mz.segment_loss(net, window.observation[0], targets, consistency_loss_weight=weight)[
+            3
+        ]
+
+    # By hand: the dynamics' embedding after action k against the representation of the
+    # observation at step k + 1, the target's projection a constant (no gradient).
+    head = net.consistency
+    real = [np.asarray(head.project(net.represent(window.observation[k]))) for k in (1, 2)]
+    in_episode = [1.0, 0.0]
+
+    def by_hand(net):
+        head, embedding, total = net.consistency, net.represent(window.observation[0]), 0.0
+        for k in range(K):
+            _, embedding = net.dynamics(embedding, jnp.int32(k % 2))
+            embedding = mz.scale_gradient(embedding, 0.5)
+            online = head.predict(head.project(embedding))
+            cosine = jnp.dot(online, real[k]) / (jnp.linalg.norm(online) * np.linalg.norm(real[k]))
+            total += in_episode[k] * (1.0 - cosine) / K
+        return weight * total
+
+    np.testing.assert_allclose(float(consistency_of(net)), float(by_hand(net)), rtol=1e-5)
+    assert float(consistency_of(net)) > 0.0
+    grads = eqx.filter_grad(consistency_of)(net)
+    expected = eqx.filter_grad(by_hand)(net)
+    for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-7)
+    # Past the episode's end (masked), the loss has no gradient at all: the same
+    # segment with both steps masked.
+    masked = eqx.tree_at(lambda t: t.mask, targets, jnp.array([True, False, False]))
+    none = eqx.filter_grad(
+        lambda n: mz.segment_loss(n, window.observation[0], masked, consistency_loss_weight=weight)[
+            3
+        ]
+    )(net)
+    assert all(not np.any(np.asarray(g)) for g in jax.tree.leaves(none))
+
+
+def test_zero_consistency_weight_gives_the_loss_and_gradients_without_the_head():
+    plain = mz.mlp_net((1,), 2, embedding_size=4, width=8, support_size=5, key=jax.random.key(0))
+    headed = _with_consistency_head(plain, jax.random.key(1))
+    window = _window(R, G, V, truncated=[3])
+    targets = jax.tree.map(lambda x: x[None], mz.unroll_targets(window, K, N))
+    observation, valid = window.observation[:1], jnp.array([True])
+
+    def objective(net):
+        parts = mz.loss(net, observation, targets, valid, consistency_loss_weight=0.0)
+        return parts.loss, parts
+
+    (total, parts), grads = eqx.filter_value_and_grad(objective, has_aux=True)(headed)
+    (plain_total, plain_parts), plain_grads = eqx.filter_value_and_grad(objective, has_aux=True)(
+        plain
+    )
+    assert float(parts.consistency_loss) == 0.0
+    assert float(total) == float(parts.policy_loss + parts.value_loss + parts.reward_loss)
+    _assert_states_equal(parts, plain_parts)
+    assert float(total) == float(plain_total)
+    # The shared networks' gradients bit for bit; the head's all zero.
+    _assert_states_equal(eqx.tree_at(lambda n: n.consistency, grads, None), plain_grads)
+    assert all(not np.any(np.asarray(g)) for g in jax.tree.leaves(grads.consistency))
+    with pytest.raises(ValueError, match="needs a network with a consistency head"):
+        mz.loss(plain, observation, targets, valid, consistency_loss_weight=1.0)
 
 
 def _assert_states_equal(a, b):
@@ -351,6 +433,7 @@ def test_two_player_game_trains_with_alternating_discounts():
         unroll_steps=2,
         td_steps=3,
         augment_symmetries=True,  # segments through the board's symmetries, trained alike
+        consistency_loss_weight=2.0,  # the consistency head added by init, over planes
     )
     trainer = mz.MuZero(env, azx.search.Gumbel(4), config)
     # The residual networks (embeddings of 8 planes of 3x3) through the whole trainer.
@@ -369,6 +452,9 @@ def test_two_player_game_trains_with_alternating_discounts():
     assert set(np.unique(rewards)) <= {0.0, 1.0}
     assert np.all(rewards[~np.asarray(steps.terminated)[written]] == 0.0)
     assert int(state.metrics.updates_applied) == 1 and np.isfinite(float(state.metrics.loss))
+    assert state.net.consistency.embedding_shape == (8, 3, 3) and net.consistency is None
+    # 1 - cos lies in [0, 2] per step, each weighted 1 / K, times the weight 2.
+    assert 0.0 < float(state.metrics.consistency_loss) <= 4.0
 
 
 def test_bad_configurations_are_refused():
@@ -384,6 +470,8 @@ def test_bad_configurations_are_refused():
         mz.Config(num_envs=4, buffer_capacity=4 * 32, reanalyse_steps=33)
     with pytest.raises(ValueError, match="reanalyse_steps must be"):
         mz.Config(reanalyse_steps=-1)
+    with pytest.raises(ValueError, match="consistency_loss_weight must be"):
+        mz.Config(consistency_loss_weight=-2.0)
 
 
 def test_evaluate_plays_whole_episodes_with_the_search():

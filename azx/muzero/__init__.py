@@ -17,6 +17,7 @@ from ._model import (
     search_states as search_states,
 )
 from ._nets import (
+    ConsistencyHead as ConsistencyHead,
     MLPDynamics as MLPDynamics,
     MLPPrediction as MLPPrediction,
     MLPRepresentation as MLPRepresentation,

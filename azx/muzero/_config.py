@@ -66,6 +66,13 @@ class Config(eqx.Module):
     value_loss_weight: float = 0.25
     """Weight of the value terms (the MuZero paper's 0.25 for reanalysed-free training)."""
     reward_loss_weight: float = 1.0
+    consistency_loss_weight: float = 0.0
+    """Weight of EfficientZero's self-supervised consistency loss: each unroll step's
+    dynamics embedding, through a projection and a predictor, pulled towards the
+    projection of the representation of the observation the game reached there
+    ([`azx.muzero.segment_loss`][]). With a weight above 0 the trainer's `init` gives the
+    network a [`azx.muzero.ConsistencyHead`][] if it has none. 0: off (EfficientZero
+    uses 2)."""
 
     def __check_init__(self):
         for name in (
@@ -87,7 +94,13 @@ class Config(eqx.Module):
         if self.decay_iterations is not None:
             check_positive_int("decay_iterations", self.decay_iterations)
         check_float("learning_rate", self.learning_rate, low=0.0, low_open=True)
-        for name in ("weight_decay", "max_grad_norm", "value_loss_weight", "reward_loss_weight"):
+        for name in (
+            "weight_decay",
+            "max_grad_norm",
+            "value_loss_weight",
+            "reward_loss_weight",
+            "consistency_loss_weight",
+        ):
             check_non_negative_number(name, getattr(self, name))
         if self.batch_size % self.num_envs:
             raise ValueError(

@@ -19,6 +19,8 @@ class LossParts(eqx.Module):
     policy_loss: Float[Array, ""]
     value_loss: Float[Array, ""]
     reward_loss: Float[Array, ""]
+    consistency_loss: Float[Array, ""]
+    """The weighted consistency loss (0 with `consistency_loss_weight=0`)."""
     policy_entropy: Float[Array, ""]
     """Entropy of the prediction's policy at the segments' first observations."""
     count: Float[Array, ""]
@@ -39,6 +41,10 @@ def _head_loss(net: MuZeroNet, head: Float[Array, " bins"], target: Float[Array,
     return -jnp.sum(probabilities * jax.nn.log_softmax(head))
 
 
+def _unit(x: Float[Array, " projection"]) -> Float[Array, " projection"]:
+    return x / jnp.maximum(jnp.linalg.norm(x), 1e-8)
+
+
 def segment_loss(
     net: MuZeroNet,
     observation: Shaped[Array, "..."],
@@ -46,20 +52,41 @@ def segment_loss(
     *,
     value_loss_weight: float = 0.25,
     reward_loss_weight: float = 1.0,
-) -> tuple[Float[Array, ""], Float[Array, ""], Float[Array, ""], Float[Array, ""]]:
-    """Policy, value and reward losses of ONE segment, and the entropy of the policy at its
-    first observation: `(policy, value, reward, entropy)`, the losses each the
-    sum over unroll steps `k = 0 ... K`, steps after the first weighted `1/K` (so the
-    unroll counts as much as the root however long it is), masked past the episode's end
-    (by `targets.mask`, `targets.value_mask` and `targets.reward_mask`).
+    consistency_loss_weight: float = 0.0,
+) -> tuple[
+    Float[Array, ""], Float[Array, ""], Float[Array, ""], Float[Array, ""], Float[Array, ""]
+]:
+    """Policy, value, reward and consistency losses of ONE segment, and the entropy of the
+    policy at its first observation: `(policy, value, reward, consistency, entropy)`, the
+    losses each the sum over unroll steps `k = 0 ... K`, steps after the first weighted
+    `1/K` (so the unroll counts as much as the root however long it is), masked past the
+    episode's end (by `targets.mask`, `targets.value_mask` and `targets.reward_mask`).
 
     The gradient into each embedding the dynamics produces is halved (as in the paper), so
     the dynamics network's total gradient stays of the size of the others' however long
     the unroll.
+
+    With `consistency_loss_weight > 0` (EfficientZero's self-supervised consistency), each
+    unroll step `k = 1 ... K` whose observation lies in the episode (`targets.mask[k]`)
+    adds `1 - cos(p, z)` weighted `1/K`: `p` the predictor on the projection of the
+    dynamics' embedding, `z` the projection of the representation of the observation the
+    game reached there (`targets.next_observation`), its gradient stopped (`net.consistency`
+    holds the projection and the predictor). Past a termination there is no observation,
+    so with `absorbing_end` too those steps train no consistency. With weight 0 nothing of
+    it is computed: the other losses and their gradients are those without the option.
     """
     unroll_steps = targets.actions.shape[0]
     embedding = net.represent(observation)
-    policy_loss = value_loss = reward_loss = jnp.float32(0.0)
+    policy_loss = value_loss = reward_loss = consistency_loss = jnp.float32(0.0)
+    if consistency_loss_weight:
+        head = net.consistency
+        if head is None:
+            raise ValueError(
+                f"consistency_loss_weight={consistency_loss_weight} needs a network with a "
+                "consistency head (MuZeroNet.consistency, an azx.muzero.ConsistencyHead)"
+            )
+        real = jax.vmap(net.represent)(targets.next_observation)
+        real_projection = jax.lax.stop_gradient(jax.vmap(head.project)(real))
     for k in range(unroll_steps + 1):
         weight = 1.0 if k == 0 else 1.0 / unroll_steps
         logits, value_head = net.prediction(embedding)
@@ -74,11 +101,18 @@ def segment_loss(
             break
         reward_head, embedding = net.dynamics(embedding, targets.actions[k])
         embedding = scale_gradient(embedding, 0.5)
+        if consistency_loss_weight:
+            online = head.predict(head.project(embedding))
+            cosine = jnp.dot(_unit(online), _unit(real_projection[k]))
+            step_weight = targets.mask[k + 1].astype(jnp.float32) / unroll_steps
+            consistency_loss += step_weight * (1.0 - cosine)
         # The k-th action's reward is the (k + 1)-th unroll step's prediction.
         reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
         reward_loss += reward_weight * _head_loss(net, reward_head, targets.reward_target[k])
     value_loss, reward_loss = value_loss_weight * value_loss, reward_loss_weight * reward_loss
-    return policy_loss, value_loss, reward_loss, jax.lax.stop_gradient(entropy)
+    consistency_loss = consistency_loss_weight * consistency_loss
+    entropy = jax.lax.stop_gradient(entropy)
+    return policy_loss, value_loss, reward_loss, consistency_loss, entropy
 
 
 def loss(
@@ -89,24 +123,30 @@ def loss(
     *,
     value_loss_weight: float = 0.25,
     reward_loss_weight: float = 1.0,
+    consistency_loss_weight: float = 0.0,
 ) -> LossParts:
     """[`azx.muzero.segment_loss`][] summed over a batch's real segments (`valid`)."""
-    policy, value, reward, entropy = jax.vmap(
+    policy, value, reward, consistency, entropy = jax.vmap(
         lambda o, t: segment_loss(
             net,
             o,
             t,
             value_loss_weight=value_loss_weight,
             reward_loss_weight=reward_loss_weight,
+            consistency_loss_weight=consistency_loss_weight,
         )
     )(observation, targets)
     weight = valid.astype(jnp.float32)
-    parts = [jnp.sum(weight * x) for x in (policy, value, reward, entropy)]
+    parts = [jnp.sum(weight * x) for x in (policy, value, reward, consistency, entropy)]
+    total = parts[0] + parts[1] + parts[2]
+    if consistency_loss_weight:
+        total = total + parts[3]
     return LossParts(
-        loss=parts[0] + parts[1] + parts[2],
+        loss=total,
         policy_loss=parts[0],
         value_loss=parts[1],
         reward_loss=parts[2],
-        policy_entropy=parts[3],
+        consistency_loss=parts[3],
+        policy_entropy=parts[4],
         count=jnp.sum(weight),
     )

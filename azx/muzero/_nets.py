@@ -158,6 +158,61 @@ class MLPPrediction(eqx.Module):
         return self.policy_head(hidden), self.value_head(hidden)
 
 
+class ConsistencyHead(eqx.Module):
+    """EfficientZero's self-supervised consistency head: a projection of an embedding (any
+    shape, flattened) and a predictor on that projection. The consistency loss
+    ([`azx.muzero.segment_loss`][]) pulls the prediction from the projection of a dynamics
+    embedding towards the projection of the representation of the observation the game
+    actually reached, so that the model agrees with the representation off the lines the
+    policy and value targets cover."""
+
+    projection_hidden: eqx.nn.Linear
+    projection_norm: eqx.nn.LayerNorm
+    projection_out: eqx.nn.Linear
+    predictor_hidden: eqx.nn.Linear
+    predictor_norm: eqx.nn.LayerNorm
+    predictor_out: eqx.nn.Linear
+    embedding_shape: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(
+        self,
+        embedding_shape: tuple[int, ...],
+        *,
+        hidden_size: int = 256,
+        projection_size: int = 128,
+        key: PRNGKey,
+    ):
+        """**Arguments:** the embedding's shape, the hidden layers' and the projection's
+        sizes, and the initial weights' `key` (keyword-only)."""
+        self.embedding_shape = check_shape(embedding_shape)
+        _check_sizes(hidden_size=hidden_size, projection_size=projection_size)
+        keys = jax.random.split(key, 4)
+        self.projection_hidden = eqx.nn.Linear(
+            flat_size(self.embedding_shape), hidden_size, key=keys[0]
+        )
+        self.projection_norm = eqx.nn.LayerNorm(hidden_size)
+        self.projection_out = eqx.nn.Linear(hidden_size, projection_size, key=keys[1])
+        self.predictor_hidden = eqx.nn.Linear(projection_size, hidden_size, key=keys[2])
+        self.predictor_norm = eqx.nn.LayerNorm(hidden_size)
+        self.predictor_out = eqx.nn.Linear(hidden_size, projection_size, key=keys[3])
+
+    def project(self, embedding: Float[Array, "*embedding"]) -> Float[Array, " projection"]:
+        """The projection of one embedding (the consistency loss's target side)."""
+        if embedding.shape != self.embedding_shape:
+            raise ValueError(
+                f"ConsistencyHead expects one embedding of shape {self.embedding_shape}, got "
+                f"{embedding.shape}; batch with jax.vmap"
+            )
+        hidden = jax.nn.relu(self.projection_norm(self.projection_hidden(jnp.ravel(embedding))))
+        return self.projection_out(hidden)
+
+    def predict(self, projection: Float[Array, " projection"]) -> Float[Array, " projection"]:
+        """The predictor on a projection (the consistency loss's online side)."""
+        return self.predictor_out(
+            jax.nn.relu(self.predictor_norm(self.predictor_hidden(projection)))
+        )
+
+
 class MuZeroNet(eqx.Module):
     """MuZero's three networks, and how their value and reward heads read as scalars.
 
@@ -177,6 +232,10 @@ class MuZeroNet(eqx.Module):
     prediction: eqx.Module
     """`embedding -> (policy logits, value head)`, e.g. [`azx.muzero.MLPPrediction`][]."""
     support_size: int | None = eqx.field(static=True)
+    consistency: ConsistencyHead | None = None
+    """The head of the self-supervised consistency loss
+    ([`azx.muzero.ConsistencyHead`][]), or `None` (no such loss). Not used in play; the
+    trainer adds one when its `consistency_loss_weight` asks for the loss."""
 
     def __check_init__(self):
         if self.support_size is not None:

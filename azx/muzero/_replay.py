@@ -58,6 +58,9 @@ class Targets(eqx.Module):
     value_mask: Bool[Array, " unroll_plus_one"]
     """Step `k`'s value is trained: `mask`, and with `absorbing_end` also every step after
     a termination (its target 0)."""
+    next_observation: Shaped[Array, "unroll ..."]
+    """The observations of steps `k = 1 ... K`, what the consistency loss compares the
+    dynamics' embeddings with; where `mask[k]` is False they are the next episode's."""
     reward_mask: Bool[Array, " unroll"]
     """The `k`-th action's reward is trained: it was taken in the segment's episode, or,
     with `absorbing_end`, after the episode terminated (its target 0)."""
@@ -114,6 +117,7 @@ def unroll_targets(
         mask=mask,
         value_mask=value_mask,
         reward_mask=value_mask[:unroll_steps],
+        next_observation=window.observation[1:horizon],
     )
 
 

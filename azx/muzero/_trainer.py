@@ -24,7 +24,7 @@ from ..search import AbstractMctxSearch, AbstractNativeSearch
 from ._config import Config
 from ._loss import loss
 from ._model import LearnedModel, Observation, search_observations, search_states
-from ._nets import MuZeroNet
+from ._nets import ConsistencyHead, MuZeroNet
 from ._replay import ReplayState, SegmentReplay, Step
 
 
@@ -35,6 +35,8 @@ class Metrics(eqx.Module):
     policy_loss: Float[Array, ""]
     value_loss: Float[Array, ""]
     reward_loss: Float[Array, ""]
+    consistency_loss: Float[Array, ""]
+    """The weighted consistency loss (0 when `consistency_loss_weight` is 0)."""
     policy_entropy: Float[Array, ""]
     """Mean entropy of the prediction's policy at the segments' first observations."""
     updates_applied: Int[Array, ""]
@@ -82,6 +84,7 @@ def _zero_metrics() -> Metrics:
         policy_loss=zero,
         value_loss=zero,
         reward_loss=zero,
+        consistency_loss=zero,
         policy_entropy=zero,
         updates_applied=count,
         episodes=count,
@@ -183,10 +186,18 @@ class MuZero(AbstractTrainer[TrainState]):
         return MuZero(self.env, self.search, self.config, axis_name=axis_name)
 
     def init(self, net: MuZeroNet, *, key: PRNGKey) -> TrainState:
-        """The state before training: `net` as given, fresh episodes, an empty replay."""
+        """The state before training: `net` as given, fresh episodes, an empty replay.
+        With `config.consistency_loss_weight > 0` and no `net.consistency`, the network
+        is given a [`azx.muzero.ConsistencyHead`][] of the default sizes for its
+        embedding (weights from `jax.random.split(key)[1]`, a key no iteration uses)."""
         if not isinstance(net, MuZeroNet):
             raise ValueError(f"net must be an azx.muzero.MuZeroNet, got {type(net).__name__}")
         rows, env = self.config.num_envs, self.env
+        if self.config.consistency_loss_weight and net.consistency is None:
+            observation = jax.ShapeDtypeStruct(env.observation_shape, env.observation_dtype)
+            embedding = jax.eval_shape(net.represent, observation)
+            head = ConsistencyHead(embedding.shape, key=jax.random.split(key)[1])
+            net = eqx.tree_at(lambda n: n.consistency, net, head, is_leaf=lambda x: x is None)
         env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows))
         example = Step(
             observation=jnp.zeros(env.observation_shape, env.observation_dtype),
@@ -350,12 +361,15 @@ class MuZero(AbstractTrainer[TrainState]):
             )
             observation = draw.permute(observation, draw.observation_index)
             targets = eqx.tree_at(
-                lambda t: (t.actions, t.policy_target),
+                lambda t: (t.actions, t.policy_target, t.next_observation),
                 targets,
                 (
                     draw.map_actions(targets.actions),
                     jax.vmap(draw.permute, in_axes=(1, None), out_axes=1)(
                         targets.policy_target, draw.action_index
+                    ),
+                    jax.vmap(draw.permute, in_axes=(1, None), out_axes=1)(
+                        targets.next_observation, draw.observation_index
                     ),
                 ),
             )
@@ -369,6 +383,7 @@ class MuZero(AbstractTrainer[TrainState]):
                 valid,
                 value_loss_weight=config.value_loss_weight,
                 reward_loss_weight=config.reward_loss_weight,
+                consistency_loss_weight=config.consistency_loss_weight,
             )
             return parts.loss, parts
 
@@ -395,6 +410,7 @@ class MuZero(AbstractTrainer[TrainState]):
                 parts.policy_loss,
                 parts.value_loss,
                 parts.reward_loss,
+                parts.consistency_loss,
                 parts.policy_entropy,
             )
         ]
@@ -405,6 +421,7 @@ class MuZero(AbstractTrainer[TrainState]):
                 s.metrics.policy_loss,
                 s.metrics.value_loss,
                 s.metrics.reward_loss,
+                s.metrics.consistency_loss,
                 s.metrics.policy_entropy,
                 s.metrics.updates_applied,
             ),
