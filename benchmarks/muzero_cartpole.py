@@ -45,15 +45,9 @@ def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __d
     evaluate = eqx.filter_jit(azx.muzero.evaluate)
     for seed in args.seeds:
         trainer, state = preset.build(seed=seed)
-        train = eqx.filter_jit(trainer.train_and_record)
-        training_seconds, done = 0.0, 0
-        while done < iterations:
-            chunk = min(args.report_every, iterations - done)
-            start = time.perf_counter()
-            state, metrics = train(state, chunk)
-            jax.block_until_ready(state.params)
-            training_seconds += time.perf_counter() - start
-            done += chunk
+        for state, metrics, done, training_seconds in train_in_chunks(
+            trainer, state, iterations, args.report_every
+        ):
             episodes = np.asarray(metrics.episodes)
             returns = np.asarray(metrics.episode_return) * episodes
             mean_return = returns.sum() / max(episodes.sum(), 1)
@@ -83,6 +77,22 @@ def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __d
                     f"{returns.min():.0f} over {returns.size} episodes",
                     flush=True,
                 )
+
+
+def train_in_chunks(trainer, state, iterations: int, every: int):
+    """`trainer.train_and_record` over `iterations` in calls of at most `every`, yielding
+    after each call `(state, metrics, iterations done, seconds of training so far)`; the
+    seconds count the calls alone (the first one's compilation included)."""
+    train = eqx.filter_jit(trainer.train_and_record)
+    seconds, done = 0.0, 0
+    while done < iterations:
+        chunk = min(every, iterations - done)
+        start = time.perf_counter()
+        state, metrics = train(state, chunk)
+        jax.block_until_ready(state.params)
+        seconds += time.perf_counter() - start
+        done += chunk
+        yield state, metrics, done, seconds
 
 
 if __name__ == "__main__":

@@ -19,13 +19,14 @@ import argparse
 import dataclasses
 import json
 import pathlib
-import time
 
 import equinox as eqx
 import jax
 import numpy as np
 
 import azx
+
+from .muzero_cartpole import train_in_chunks
 
 
 def main(argv=None):
@@ -54,15 +55,10 @@ def main(argv=None):
     iterations = args.iterations or preset.iterations
     for seed in args.seeds:
         trainer, state = preset.build(seed=seed)
-        train = eqx.filter_jit(trainer.train_and_record)
-        seconds, done = 0.0, 0
-        while done < iterations:
-            chunk = min(args.every, iterations - done)
-            start = time.perf_counter()
-            state, metrics = train(state, chunk)
-            jax.block_until_ready(state.params)
-            seconds += time.perf_counter() - start
-            done += chunk
+        done = 0
+        for state, metrics, done, seconds in train_in_chunks(
+            trainer, state, iterations, args.every
+        ):
             scores = _scores(preset.recipe, trainer, state, seed)
             loss, value, consistency = (
                 float(np.asarray(x)[-1])

@@ -726,8 +726,7 @@ def _transpose_linear_weights(net: Any, *, barrier: bool) -> Any:
     `[batch, in]` meets it as the right operand of a product that contracts its second
     axis, which XLA:CPU transposes again at every step; read through the copy, the same
     product contracts the copy's first axis, the layout the matrix kernels take as it is.
-    On CartPole's 4 environments this makes the 64x64 network's rollout steps about 6%
-    faster, with the same bits.
+    The bits are the same either way.
     """
     weights = _linear_weights(net)
     if not weights:
