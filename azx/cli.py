@@ -227,7 +227,8 @@ _TrainOpponentOption = Annotated[
     list[str] | None,
     typer.Option(
         help="Evaluation opponent, repeatable (AlphaZero, MuZero): random, greedy, mcts:N, solver, "
-        "openspiel-mcts:N or openspiel-alphabeta:DEPTH (see azx eval --help).",
+        "openspiel-mcts:N, openspiel-alphabeta:DEPTH, pubeval, gnubg[:LEVEL] or "
+        "expectimax[:DEPTH] (see azx eval --help).",
         show_default="the preset's",
         metavar="SPEC",
     ),
@@ -356,7 +357,9 @@ _EvalOpponentOption = Annotated[
     typer.Option(
         help=(
             "AlphaZero, MuZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
-            "openspiel-mcts:N and openspiel-alphabeta:DEPTH, or run:DIR[@ITERATION] (a "
+            "openspiel-mcts:N and openspiel-alphabeta:DEPTH; for backgammon pubeval and "
+            "gnubg[:LEVEL] (GNU Backgammon at 0 ply, LEVEL beginner to expert, the default; "
+            "pip install 'azx[gnubg]'); for 2048 expectimax[:DEPTH]; or run:DIR[@ITERATION] (a "
             "checkpoint of this or another run of the same game, playing as --agent with "
             "its own simulations; needs --opening-plies); repeatable."
         ),

@@ -270,3 +270,30 @@ def test_wrappers_pass_the_chance_through(name):
     assert not isinstance(tic_tac_toe, azx.envs.AbstractChanceEnv)
     with pytest.raises(ValueError, match="'tic_tac_toe' does not expose chance"):
         azx.envs.require_chance(tic_tac_toe)
+
+
+def test_backgammon_unary_encoding_decodes_to_pgxs_board():
+    """`encoding="unary"`: decoding each point's units (at least 1, 2, 3; half the rest)
+    gives back pgx's checker counts, 15 a side with the bar and those borne off, and the
+    dice left to play; chance and states are pgx's as before."""
+    env = azx.envs.make("backgammon", encoding="unary")
+    plain = azx.envs.make("backgammon")
+    assert env.observation_shape == (202,) and env.observation_dtype == jnp.float32
+    assert env.num_outcomes == plain.num_outcomes and env.plain == plain.plain
+    states = jax.jit(lambda k: _positions(plain, k, 64))(jax.random.key(6))
+    ours = np.asarray(jax.vmap(env.observation)(states), np.float64)
+    pgx_observation = np.asarray(jax.vmap(plain.observation)(states))
+    board, dice_left = pgx_observation[:, :28], pgx_observation[:, 28:]
+    units = ours[:, :192].reshape(-1, 2, 24, 4)
+    assert set(np.unique(units[..., :3])) <= {0.0, 1.0}
+    counts = units[..., :3].sum(-1) + 2 * units[..., 3]  # [positions, side, point]
+    np.testing.assert_array_equal(counts[:, 0], np.maximum(board[:, :24], 0))
+    np.testing.assert_array_equal(counts[:, 1], np.maximum(-board[:, :24], 0))
+    bar = ours[:, 192:194] * 2
+    off = ours[:, 194:196] * 15
+    np.testing.assert_allclose(counts.sum(-1) + bar + off, 15, atol=1e-5)
+    np.testing.assert_allclose(ours[:, 196:] * 2, dice_left)
+    with pytest.raises(ValueError, match=r"encoding must be one of \('pgx', 'unary'\), got 'x'"):
+        azx.envs.make("backgammon", encoding="x")
+    with pytest.raises(ValueError, match="takes no argument"):
+        azx.envs.make("2048", encoding="unary")

@@ -16,6 +16,7 @@ from azx._numerics import third_party_numerics
 from azx.arena import (
     BackgammonResult,
     Expectimax2048Agent,
+    GnubgAgent,
     PubevalAgent,
     RandomAgent,
     backgammon_match,
@@ -459,12 +460,71 @@ def test_opponent_specs():
         opponent("pubeval:2", BACKGAMMON)
     with pytest.raises(ValueError, match="depth must be 1 or 2"):
         Expectimax2048Agent(3)
+    assert opponent("gnubg", BACKGAMMON).level == "expert"
+    assert opponent("gnubg:beginner", BACKGAMMON).level == "beginner"
+    with pytest.raises(ValueError, match="gnubg takes a level of beginner, casual, "):
+        opponent("gnubg:weak", BACKGAMMON)
+    with pytest.raises(ValueError, match="backgammon only"):
+        opponent("gnubg", GAME_2048)
+    with pytest.raises(ValueError, match=r"level must be one of \['advanced', .*got 'x'"):
+        GnubgAgent("x")
 
 
 def test_agents_refuse_other_games():
     with pytest.raises(ValueError, match="PubevalAgent plays pgx's backgammon"):
         PubevalAgent().init(GAME_2048, 2)
+    with pytest.raises(ValueError, match="GnubgAgent plays pgx's backgammon"):
+        GnubgAgent().init(GAME_2048, 2)
     with pytest.raises(ValueError, match="Expectimax2048Agent plays pgx's 2048"):
         Expectimax2048Agent().init(BACKGAMMON, 2)
     with pytest.raises(ValueError, match="evaluate_2048 plays pgx's 2048"):
         evaluate_2048(BACKGAMMON, RandomAgent(), num_games=2, key=jax.random.key(0))
+
+
+# --- GNU Backgammon ----------------------------------------------------------------------
+
+
+def _flip(board):
+    """pgx's board seen by the other player."""
+    flipped = [-count for count in board[23::-1]] + [-board[25], -board[24]]
+    return flipped + [-board[27], -board[26]]
+
+
+def test_gnubg_agent_plays_gnubgs_own_best_move():
+    import gnubg  # in azx[dev]
+
+    from azx.arena._gnubg import gnubg_board
+
+    agent = opponent("gnubg", BACKGAMMON)
+    context, cube = gnubg.evalcontext(0, 0, 1, 0, 0.0), gnubg.cubeinfo()
+    rolls = [[a, b] if a != b else [a] * 4 for a in range(1, 7) for b in range(a, 7)]
+    rng = np.random.default_rng(0)
+    positions = [(START, roll) for roll in rolls]
+    board = START
+    for _ in range(120):  # a game of random full moves, both sides, from the start
+        roll = rolls[rng.integers(len(rolls))]
+        finals = list(full_moves(board, roll))
+        board = list(finals[rng.integers(len(finals))])
+        if board[26] == 15:
+            break
+        board = _flip(board)
+        positions.append((board, rolls[rng.integers(len(rolls))]))
+    assert len(positions) > 60
+    same = 0
+    for board, roll in positions:
+        final = play(board, agent.choose(np.array(board), roll))
+        on_roll = tuple(reversed(gnubg_board(board)))  # gnubg's order: the mover second
+        theirs = gnubg.findbestmoves(on_roll, cube, context, tuple(roll[:2]))
+        if not theirs:  # no checker can move: neither moves
+            assert list(final) == list(board)
+            same += 1
+            continue
+        # gnubg's score of its best move: the mover's equity after it, at 0 ply.
+        best = theirs[0]["score"]
+        ours = 3.0 if final[26] == 15 else -gnubg.evaluate(gnubg_board(final), cube, context)[-1]
+        # pgx allows every move the rules do (and a few more: one die where both could be
+        # played), so the agent's move is worth at least gnubg's best, and as much where
+        # the rules' moves are all pgx has.
+        assert ours >= best - 1e-5, (board, roll, ours, best)
+        same += abs(ours - best) < 1e-5
+    assert same >= len(positions) - 3, (same, len(positions))

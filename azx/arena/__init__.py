@@ -20,6 +20,7 @@ from ._game2048 import (
     expectimax_values as expectimax_values,
     heuristic_2048 as heuristic_2048,
 )
+from ._gnubg import GNUBG_LEVELS as GNUBG_LEVELS, GnubgAgent as GnubgAgent
 from ._match import MatchResult as MatchResult, play_match as play_match
 from ._opening import RandomOpening as RandomOpening
 from ._openspiel import (
@@ -27,7 +28,11 @@ from ._openspiel import (
     OpenSpielMCTSAgent as OpenSpielMCTSAgent,
 )
 from ._opponents import opponent as opponent
-from ._pubeval import PubevalAgent as PubevalAgent, pubeval_score as pubeval_score
+from ._pubeval import (
+    FullMoveAgent as FullMoveAgent,
+    PubevalAgent as PubevalAgent,
+    pubeval_score as pubeval_score,
+)
 from ._returns import episode_returns as episode_returns
 from ._rollout import RolloutMCTSAgent as RolloutMCTSAgent
 from ._solver import TicTacToeSolver as TicTacToeSolver

@@ -3,6 +3,7 @@
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent, GreedyAgent, RandomAgent
 from ._game2048 import EXPECTIMAX_DEPTHS, Expectimax2048Agent
+from ._gnubg import GNUBG_LEVELS, GnubgAgent
 from ._openspiel import SUPPORTED_GAMES, OpenSpielAlphaBetaAgent, OpenSpielMCTSAgent
 from ._pubeval import PubevalAgent
 from ._rollout import RolloutMCTSAgent
@@ -12,8 +13,8 @@ from ._solver import TicTacToeSolver
 OPPONENT_SPECS = (
     "random, greedy, mcts:N (rollout MCTS with N simulations), solver, "
     "openspiel-mcts:N (OpenSpiel's rollout MCTS), openspiel-alphabeta:DEPTH "
-    "(OpenSpiel's alpha-beta search), pubeval (backgammon) or expectimax / "
-    "expectimax:DEPTH (2048, depth 1 or 2)"
+    "(OpenSpiel's alpha-beta search), pubeval or gnubg / gnubg:LEVEL (backgammon) or "
+    "expectimax / expectimax:DEPTH (2048, depth 1 or 2)"
 )
 
 
@@ -35,12 +36,15 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
       `"openspiel-alphabeta:DEPTH"` ([`azx.arena.OpenSpielAlphaBetaAgent`][] searching
       DEPTH moves ahead; 9 solves tic-tac-toe). The OpenSpiel agents play tic_tac_toe,
       connect_four and othello. `"pubeval"` ([`azx.arena.PubevalAgent`][], backgammon
-      only); `"expectimax"` or `"expectimax:DEPTH"` ([`azx.arena.Expectimax2048Agent`][]
+      only); `"gnubg"` or `"gnubg:LEVEL"` ([`azx.arena.GnubgAgent`][] at its `"expert"`
+      level or LEVEL, one of [`azx.arena.GNUBG_LEVELS`][]; backgammon only);
+      `"expectimax"` or `"expectimax:DEPTH"` ([`azx.arena.Expectimax2048Agent`][]
       of depth 2, or DEPTH 1 or 2; 2048 only).
     - `env`: the game it will play, if known: agents that cannot play it are refused.
 
     **Raises:** `ValueError` naming the spec and the accepted forms (or the games it
-    plays); `ImportError` for an OpenSpiel agent when `open_spiel` is not installed.
+    plays); `ImportError` for an OpenSpiel agent when `open_spiel` is not installed, and
+    for gnubg without `gnubg`.
     """
     if not isinstance(spec, str):
         raise ValueError(f"opponent must be a string ({OPPONENT_SPECS}), got {spec!r}")
@@ -79,6 +83,14 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
     if name == "pubeval" and not colon:
         _only_for(spec, "backgammon", env)
         return PubevalAgent()
+    if name == "gnubg":
+        if colon and argument not in GNUBG_LEVELS:
+            raise ValueError(
+                f"opponent {spec!r}: gnubg takes a level of {', '.join(GNUBG_LEVELS)}, as in "
+                "gnubg:beginner"
+            )
+        _only_for(spec, "backgammon", env)
+        return GnubgAgent(argument if colon else "expert")
     if name == "expectimax":
         depths = tuple(map(str, EXPECTIMAX_DEPTHS))
         if colon and argument not in depths:

@@ -11,8 +11,10 @@ JAX would have to hold for every game at every call; the host walks only the mov
 exist, and drops repeated final positions with a set.
 """
 
-from collections.abc import Sequence
-from typing import TypeAlias
+import abc
+import functools
+from collections.abc import Callable, Sequence
+from typing import ClassVar, TypeAlias
 
 import equinox as eqx
 import jax
@@ -220,6 +222,8 @@ def best_move(board: Board, dice: list[int], race: bool) -> list[int]:
 
 
 def _host_plans(
+    choose: Callable[[np.ndarray, list[int]], list[int]],
+    name: str,
     boards: Int[ArrayLike, "batch 28"],
     playable_dice: Int[ArrayLike, "batch 4"],
     played: Int[ArrayLike, " batch"],
@@ -230,8 +234,8 @@ def _host_plans(
     """The next micro-action of each live game, and the plans for the turns.
 
     A game at the start of a turn (nothing played yet), or whose plan's next action is
-    not legal (the plan was made for another turn or another player), gets a new plan
-    from its position, with the race weights where that position is a race.
+    not legal (the plan was made for another turn or another player), gets a new plan:
+    `choose(board, dice)`'s micro-actions for its position.
     """
     boards, playable_dice, played, live, legal_action_mask, plans = map(
         np.array, (boards, playable_dice, played, live, legal_action_mask, plans)
@@ -243,10 +247,10 @@ def _host_plans(
         planned = plans[row, step] if step < _MAX_MICRO_ACTIONS else _NO_MOVE
         if step == 0 or planned == _NO_MOVE or not legal_action_mask[row, planned]:
             dice = [int(die) + 1 for die in playable_dice[row] if die >= 0]
-            move = best_move(boards[row], dice, is_race(boards[row]))
+            move = choose(boards[row], dice)
             if not legal_action_mask[row, move[0]]:
                 raise RuntimeError(
-                    f"pubeval's move generator disagrees with pgx: it would play {move[0]} "
+                    f"{name}'s move generator disagrees with pgx: it would play {move[0]} "
                     f"on board {boards[row].tolist()} with dice {dice}, which pgx forbids"
                 )
             plans[row] = _NO_MOVE
@@ -262,35 +266,38 @@ class _Plan(eqx.Module):
     actions: Int[Array, "batch 4"]
 
 
-class PubevalAgent(AbstractAgent):
-    """Tesauro's pubeval (1993), the standard benchmark opponent of backgammon programs:
-    for the roll, plays the full move whose final position its linear evaluator rates
-    best, with the race weights where the position before the move is a race (no
-    contact) and the contact weights otherwise, as Tesauro's program does.
+class FullMoveAgent(AbstractAgent):
+    """A backgammon player that picks a whole move for the roll, as the classic programs
+    do, where pgx plays a turn as micro-actions (one checker, one die).
 
-    Plays pgx's `backgammon` (a [`azx.envs.PgxBackgammon`][] or its `PgxEnv`). pgx plays
-    a turn as micro-actions, one checker by one die; at the first micro-action of a turn
-    the agent enumerates every full move on the host (`jax.pure_callback`; see
-    `full_moves` in this module) and keeps the chosen move's micro-actions in its agent
-    state, so that the turn's later calls play the rest of it. pgx, unlike the rules,
-    does not oblige a player to use both dice (or the larger) where possible; the agent
-    chooses among the full moves pgx allows. Deterministic: ties go to the move found
-    first.
+    At the first micro-action of a turn the agent enumerates every full move on the host
+    (`jax.pure_callback`; see `full_moves` in this module), lets `choose` pick one, and
+    keeps its micro-actions in the agent state, so that the turn's later calls play the
+    rest of it. pgx, unlike the rules, does not oblige a player to use both dice (or the
+    larger) where possible; the agent chooses among the full moves pgx allows.
+    Subclasses give `choose` and `referee` (the name in error messages).
     """
 
+    referee: eqx.AbstractClassVar[str]
+
+    @abc.abstractmethod
+    def choose(self, board: Int[np.ndarray, "28"], dice: list[int]) -> list[int]:
+        """The micro-actions of the full move to play on `board` (pgx's, seen by the
+        player to move) with `dice` (pips; four for a double, or what is left of them)."""
+
     def init(self, env: AbstractEnv, batch_size: int) -> _Plan:
-        require_game("PubevalAgent", env, "backgammon")
+        require_game(type(self).__name__, env, "backgammon")
         return _Plan(actions=jnp.full((batch_size, _MAX_MICRO_ACTIONS), _NO_MOVE, jnp.int32))
 
     def __call__(
         self, env: AbstractEnv, agent_state: _Plan, env_state: EnvState, *, key: PRNGKey
     ) -> tuple[Int[Array, " batch"], _Plan]:
         del key  # deterministic
-        require_game("PubevalAgent", env, "backgammon")
+        require_game(type(self).__name__, env, "backgammon")
         live = ~jax.vmap(env.terminated)(env_state) & ~jax.vmap(env.truncated)(env_state)
         batch = live.shape[0]
         action, plans = jax.pure_callback(
-            _host_plans,
+            functools.partial(_host_plans, self.choose, self.referee),
             (
                 jax.ShapeDtypeStruct((batch,), jnp.int32),
                 jax.ShapeDtypeStruct((batch, _MAX_MICRO_ACTIONS), jnp.int32),
@@ -308,3 +315,20 @@ class PubevalAgent(AbstractAgent):
     def observe(self, agent_state, action, done):
         del action, done
         return agent_state
+
+
+class PubevalAgent(FullMoveAgent):
+    """Tesauro's pubeval (1993), the standard benchmark opponent of backgammon programs:
+    for the roll, plays the full move whose final position its linear evaluator rates
+    best, with the race weights where the position before the move is a race (no
+    contact) and the contact weights otherwise, as Tesauro's program does.
+
+    Plays pgx's `backgammon` (a [`azx.envs.PgxBackgammon`][] or its `PgxEnv`) through
+    [`FullMoveAgent`][azx.arena.FullMoveAgent]'s enumeration of the full moves pgx
+    allows. Deterministic: ties go to the move found first.
+    """
+
+    referee: ClassVar[str] = "pubeval"
+
+    def choose(self, board: Int[np.ndarray, "28"], dice: list[int]) -> list[int]:
+        return best_move(board, dice, is_race(board))

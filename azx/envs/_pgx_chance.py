@@ -236,6 +236,24 @@ def _legal_moves_backgammon(board: Int[Array, "28"], dice: Int[Array, "2"]) -> B
     return jnp.where(jnp.any(mask), mask, jnp.arange(156) < 6)
 
 
+_ENCODINGS = ("pgx", "unary")
+
+
+def unary_backgammon(observation: Int[Array, "34"]) -> Float[Array, "202"]:
+    """pgx's backgammon observation (signed checker counts, the player to move's
+    positive) in the unary encoding of [`azx.envs.PgxBackgammon`][]`(encoding="unary")`."""
+    board = observation[:28].astype(jnp.float32)
+    dice_left = observation[28:].astype(jnp.float32)
+
+    def units(count):  # [24] -> [24 * 4]: at least 1, 2, 3 checkers; half the rest
+        columns = [count >= 1, count >= 2, count >= 3, jnp.maximum(count - 3, 0) / 2]
+        return jnp.stack([c.astype(jnp.float32) for c in columns], axis=-1).ravel()
+
+    bar_and_off = jnp.stack([board[24] / 2, -board[25] / 2, board[26] / 15, -board[27] / 15])
+    own, opponent = jnp.maximum(board[:24], 0), jnp.maximum(-board[:24], 0)
+    return jnp.concatenate([units(own), units(opponent), bar_and_off, dice_left / 2])
+
+
 class _AfterstateBackgammon(eqx.Module):
     state: Any  # pgx's state after the move; if the turn passed, with the dice unrolled
     chance: Bool[Array, ""]
@@ -254,15 +272,42 @@ class PgxBackgammon(_AbstractPgxChanceEnv):
     observation, legal move, reward or later step depends on. A move that does not end
     the turn, or wins, has no chance. The opening roll is no outcome: pgx's `init` draws
     it (never a double; each of the 15 others with probability 1/15) together with who
-    starts (a fair coin, independent of the roll). Everything else is `plain`'s.
+    starts (a fair coin, independent of the roll). Everything else is `plain`'s, the
+    observation too unless `encoding="unary"`.
     """
 
     plain: PgxEnv
+    encoding: str = eqx.field(static=True)
 
-    def __init__(self, plain: PgxEnv):
-        """**Arguments:** `plain`: pgx's `backgammon` as a [`azx.envs.PgxEnv`][]."""
+    def __init__(self, plain: PgxEnv, encoding: str = "pgx"):
+        """**Arguments:**
+
+        - `plain`: pgx's `backgammon` as a [`azx.envs.PgxEnv`][].
+        - `encoding`: the observation. `"pgx"`: pgx's own, 34 integers (the board's 28
+          signed checker counts, seen by the player to move, then how many of each die
+          are left to play). `"unary"`: 202 floats in TD-Gammon's unary style, which a
+          network reads far more easily than signed counts: for each of the 24 points
+          and each side, whether it holds at least 1, 2 and 3 checkers and half the
+          number beyond 3; each side's checkers on the bar (halved) and borne off (over
+          15); half the count of each die left to play.
+        """
         _require_game(plain, "backgammon")
+        if encoding not in _ENCODINGS:
+            raise ValueError(f"encoding must be one of {_ENCODINGS}, got {encoding!r}")
         self.plain = plain
+        self.encoding = encoding
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return self.plain.observation_shape if self.encoding == "pgx" else (202,)
+
+    @property
+    def observation_dtype(self) -> jnp.dtype:
+        return self.plain.observation_dtype if self.encoding == "pgx" else jnp.dtype(jnp.float32)
+
+    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
+        observation = self.plain.observation(state)
+        return observation if self.encoding == "pgx" else unary_backgammon(observation)
 
     @property
     def num_outcomes(self) -> int:
@@ -301,9 +346,13 @@ class PgxBackgammon(_AbstractPgxChanceEnv):
         return jax.tree.map(lambda r, u: jnp.where(afterstate.chance, r, u), rolled, unrolled)
 
 
-def expose_chance(env: PgxEnv) -> AbstractEnv:
+ADAPTER_OPTIONS = {"backgammon": ("encoding",)}
+"""The keywords of `azx.envs.make` that go to a game's chance adapter, not to pgx."""
+
+
+def expose_chance(env: PgxEnv, **options) -> AbstractEnv:
     """`env` with its chance exposed where azx knows how ([`azx.envs.Pgx2048`][],
-    [`azx.envs.PgxBackgammon`][]); `env` itself for other games."""
+    [`azx.envs.PgxBackgammon`][], which takes `options`); `env` itself for other games."""
     adapters = {"2048": Pgx2048, "backgammon": PgxBackgammon}
     adapter = adapters.get(env.name)
-    return env if adapter is None else adapter(env)
+    return env if adapter is None else adapter(env, **options)

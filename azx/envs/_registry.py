@@ -5,7 +5,7 @@ from ._abstract import AbstractEnv
 from ._brax import BraxEnv
 from ._gymnax import GymnaxEnv, gymnax_names
 from ._pgx import make_pgx, pgx_names
-from ._pgx_chance import expose_chance
+from ._pgx_chance import ADAPTER_OPTIONS, expose_chance
 from ._wrappers import ObserveLegalMoves, ScaleRewards
 from ._xminigrid import XMinigridEnv, xminigrid_names
 
@@ -103,7 +103,8 @@ def make(
       that its observation ends with the legal-action mask.
     - `reward_scale`: wrap the environment in [`azx.envs.ScaleRewards`][], so that its
       rewards are multiplied by this (2048's merged tiles sum to thousands a game).
-    - `**kwargs`: for pgx, the game's constructor arguments (e.g. `komi` for go); for
+    - `**kwargs`: for pgx, the game's constructor arguments (e.g. `komi` for go), and
+      for backgammon [`azx.envs.PgxBackgammon`][]'s `encoding`; for
       gymnax, xminigrid and brax, see [`azx.envs.GymnaxEnv`][], [`azx.envs.XMinigridEnv`][]
       and [`azx.envs.BraxEnv`][].
 
@@ -138,5 +139,7 @@ def make(
     if library == "xminigrid" and library_name in xminigrid_names():
         return XMinigridEnv(library_name, max_episode_steps=max_episode_steps, **kwargs)
     if library in ("", "pgx") and library_name in pgx_names():
-        return expose_chance(make_pgx(library_name, max_episode_steps=max_episode_steps, **kwargs))
+        options = {k: kwargs.pop(k) for k in ADAPTER_OPTIONS.get(library_name, ()) if k in kwargs}
+        plain = make_pgx(library_name, max_episode_steps=max_episode_steps, **kwargs)
+        return expose_chance(plain, **options)
     raise ValueError(f"unknown environment {name!r}; available: {', '.join(available())}")
