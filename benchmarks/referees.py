@@ -9,8 +9,7 @@ must be 0 up to the interval), in points per game with gammons and backgammons c
 by the rules. gnubg: GNU Backgammon at its weakest and strongest 0-ply levels against
 pubeval (needs `pip install 'azx[gnubg]'`). 2048: the expectimax player of `--depth` (0:
 the random agent), its mean score and the share of games whose largest tile reaches each
-power of two. Each line
-gives the wall time of the whole call, compilation included.
+power of two. Each line gives the wall time of the whole call, compilation included.
 """
 
 import argparse

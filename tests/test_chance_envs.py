@@ -297,3 +297,24 @@ def test_backgammon_unary_encoding_decodes_to_pgxs_board():
         azx.envs.make("backgammon", encoding="x")
     with pytest.raises(ValueError, match="takes no argument"):
         azx.envs.make("2048", encoding="unary")
+
+
+def test_backgammon_unary_encoding_of_a_hand_built_position():
+    # Own checkers: 4 on point 0, 1 on point 10, 2 on the bar, 8 borne off; the
+    # opponent's: 6 on point 5, 3 on point 23, 1 on the bar, 5 borne off; a double 4 with
+    # all four dice left.
+    board = np.zeros(28, np.int32)
+    board[[0, 10, 24, 26]] = 4, 1, 2, 8
+    board[[5, 23, 25, 27]] = -6, -3, -1, -5
+    dice_left = np.array([0, 0, 0, 4, 0, 0], np.int32)
+    features = np.asarray(
+        azx.envs.unary_backgammon(jnp.asarray(np.concatenate([board, dice_left])))
+    )
+    expected = np.zeros(202, np.float32)
+    expected[0:4] = 1, 1, 1, 0.5  # own point 0: at least 1, 2, 3; (4 - 3) / 2
+    expected[40:44] = 1, 0, 0, 0  # own point 10
+    expected[96 + 20 : 96 + 24] = 1, 1, 1, 1.5  # opponent's point 5
+    expected[96 + 92 : 96 + 96] = 1, 1, 1, 0  # opponent's point 23
+    expected[192:196] = 1.0, 0.5, 8 / 15, 5 / 15  # bars (halved), borne off (over 15)
+    expected[196:] = 0, 0, 0, 2, 0, 0
+    np.testing.assert_allclose(features, expected, rtol=1e-6)

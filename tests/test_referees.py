@@ -3,6 +3,8 @@ formula written out point by point, pgx's own moves and the rules; 2048's expect
 and measure, checked against a NumPy expectimax over a NumPy 2048."""
 
 import itertools
+import subprocess
+import sys
 
 import equinox as eqx
 import jax
@@ -460,21 +462,11 @@ def test_opponent_specs():
         opponent("pubeval:2", BACKGAMMON)
     with pytest.raises(ValueError, match="depth must be 1 or 2"):
         Expectimax2048Agent(3)
-    assert opponent("gnubg", BACKGAMMON).level == "expert"
-    assert opponent("gnubg:beginner", BACKGAMMON).level == "beginner"
-    with pytest.raises(ValueError, match="gnubg takes a level of beginner, casual, "):
-        opponent("gnubg:weak", BACKGAMMON)
-    with pytest.raises(ValueError, match="backgammon only"):
-        opponent("gnubg", GAME_2048)
-    with pytest.raises(ValueError, match=r"level must be one of \['advanced', .*got 'x'"):
-        GnubgAgent("x")
 
 
 def test_agents_refuse_other_games():
     with pytest.raises(ValueError, match="PubevalAgent plays pgx's backgammon"):
         PubevalAgent().init(GAME_2048, 2)
-    with pytest.raises(ValueError, match="GnubgAgent plays pgx's backgammon"):
-        GnubgAgent().init(GAME_2048, 2)
     with pytest.raises(ValueError, match="Expectimax2048Agent plays pgx's 2048"):
         Expectimax2048Agent().init(BACKGAMMON, 2)
     with pytest.raises(ValueError, match="evaluate_2048 plays pgx's 2048"):
@@ -490,9 +482,39 @@ def _flip(board):
     return flipped + [-board[27], -board[26]]
 
 
-def test_gnubg_agent_plays_gnubgs_own_best_move():
-    import gnubg  # in azx[dev]
+def test_gnubg_opponent_specs():
+    pytest.importorskip("gnubg")  # in azx[dev]
+    assert opponent("gnubg", BACKGAMMON).level == "expert"
+    assert opponent("gnubg:beginner", BACKGAMMON).level == "beginner"
+    with pytest.raises(ValueError, match="gnubg takes a level of beginner, casual, "):
+        opponent("gnubg:weak", BACKGAMMON)
+    with pytest.raises(ValueError, match="backgammon only"):
+        opponent("gnubg", GAME_2048)
+    with pytest.raises(ValueError, match=r"level must be one of \['beginner', .*got 'x'"):
+        GnubgAgent("x")
+    with pytest.raises(ValueError, match="GnubgAgent plays pgx's backgammon"):
+        GnubgAgent().init(GAME_2048, 2)
 
+
+def test_gnubg_is_optional():
+    code = """
+import sys
+import azx
+assert "gnubg" not in sys.modules, "import azx imported gnubg"
+sys.modules["gnubg"] = None  # as if not installed
+try:
+    azx.arena.opponent("gnubg")
+except ImportError as error:
+    print(error)
+"""
+    output = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert "pip install 'azx[gnubg]'" in output
+
+
+def test_gnubg_agent_plays_gnubgs_own_best_move():
+    gnubg = pytest.importorskip("gnubg")  # in azx[dev]
     from azx.arena._gnubg import gnubg_board
 
     agent = opponent("gnubg", BACKGAMMON)

@@ -1,7 +1,7 @@
 """GNU Backgammon's neural-network evaluator as a backgammon opponent (the optional
 `gnubg` package: Python bindings of the GNU Backgammon engine)."""
 
-from typing import Any, ClassVar
+from typing import Any
 
 import equinox as eqx
 import numpy as np
@@ -63,11 +63,10 @@ class GnubgAgent(FullMoveAgent):
     """
 
     level: str = eqx.field(static=True)
-    referee: ClassVar[str] = "gnubg"
 
     def __init__(self, level: str = "expert"):
         if level not in GNUBG_LEVELS:
-            raise ValueError(f"gnubg's level must be one of {sorted(GNUBG_LEVELS)}, got {level!r}")
+            raise ValueError(f"gnubg's level must be one of {list(GNUBG_LEVELS)}, got {level!r}")
         _gnubg()
         self.level = level
 

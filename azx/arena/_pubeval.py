@@ -14,7 +14,7 @@ exist, and drops repeated final positions with a set.
 import abc
 import functools
 from collections.abc import Callable, Sequence
-from typing import ClassVar, TypeAlias
+from typing import TypeAlias
 
 import equinox as eqx
 import jax
@@ -250,7 +250,7 @@ def _host_plans(
             move = choose(boards[row], dice)
             if not legal_action_mask[row, move[0]]:
                 raise RuntimeError(
-                    f"{name}'s move generator disagrees with pgx: it would play {move[0]} "
+                    f"full_moves (for {name}) disagrees with pgx: it would play {move[0]} "
                     f"on board {boards[row].tolist()} with dice {dice}, which pgx forbids"
                 )
             plans[row] = _NO_MOVE
@@ -260,7 +260,7 @@ def _host_plans(
 
 
 class _Plan(eqx.Module):
-    """Agent state of [`azx.arena.PubevalAgent`][]: each game's micro-actions for the
+    """Agent state of a [`azx.arena.FullMoveAgent`][]: each game's micro-actions for the
     turn, indexed by how many dice the turn has played (`_NO_MOVE` past its end)."""
 
     actions: Int[Array, "batch 4"]
@@ -275,10 +275,8 @@ class FullMoveAgent(AbstractAgent):
     keeps its micro-actions in the agent state, so that the turn's later calls play the
     rest of it. pgx, unlike the rules, does not oblige a player to use both dice (or the
     larger) where possible; the agent chooses among the full moves pgx allows.
-    Subclasses give `choose` and `referee` (the name in error messages).
+    Subclasses give `choose`.
     """
-
-    referee: eqx.AbstractClassVar[str]
 
     @abc.abstractmethod
     def choose(self, board: Int[np.ndarray, "28"], dice: list[int]) -> list[int]:
@@ -297,7 +295,7 @@ class FullMoveAgent(AbstractAgent):
         live = ~jax.vmap(env.terminated)(env_state) & ~jax.vmap(env.truncated)(env_state)
         batch = live.shape[0]
         action, plans = jax.pure_callback(
-            functools.partial(_host_plans, self.choose, self.referee),
+            functools.partial(_host_plans, self.choose, type(self).__name__),
             (
                 jax.ShapeDtypeStruct((batch,), jnp.int32),
                 jax.ShapeDtypeStruct((batch, _MAX_MICRO_ACTIONS), jnp.int32),
@@ -327,8 +325,6 @@ class PubevalAgent(FullMoveAgent):
     [`FullMoveAgent`][azx.arena.FullMoveAgent]'s enumeration of the full moves pgx
     allows. Deterministic: ties go to the move found first.
     """
-
-    referee: ClassVar[str] = "pubeval"
 
     def choose(self, board: Int[np.ndarray, "28"], dice: list[int]) -> list[int]:
         return best_move(board, dice, is_race(board))

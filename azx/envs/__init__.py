@@ -11,7 +11,11 @@ from ._check import check_env as check_env
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._memory import CueMemory as CueMemory
 from ._pgx import PgxEnv as PgxEnv
-from ._pgx_chance import Pgx2048 as Pgx2048, PgxBackgammon as PgxBackgammon
+from ._pgx_chance import (
+    Pgx2048 as Pgx2048,
+    PgxBackgammon as PgxBackgammon,
+    unary_backgammon as unary_backgammon,
+)
 from ._registry import available as available, make as make, register as register
 from ._symmetry import Symmetry as Symmetry
 from ._wrappers import ObserveLegalMoves as ObserveLegalMoves, ScaleRewards as ScaleRewards

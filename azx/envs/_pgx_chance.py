@@ -22,8 +22,9 @@ from ._symmetry import Symmetry
 
 
 class _AbstractPgxChanceEnv(AbstractChanceEnv):
-    """What the pgx chance adapters share: everything but chance is `plain`'s, so `init`
-    and `step` are pgx's own, bit for bit."""
+    """What the pgx chance adapters share: everything but chance (and an observation an
+    adapter encodes its own way) is `plain`'s, so `init` and `step` are pgx's own, bit
+    for bit."""
 
     plain: eqx.AbstractVar[PgxEnv]
 
