@@ -180,7 +180,7 @@ class AlphaZeroRecipe(AbstractRecipe):
     plays_games: ClassVar[bool] = True
     field_types: ClassVar[dict[str, tuple[str, ...]]] = {
         "str": ("search",),
-        "dict": ("search_options",),
+        "dict": ("search_options", "eval_search"),
         "strings": ("eval_opponents", "eval_agents"),
     }
 
@@ -190,10 +190,16 @@ class AlphaZeroRecipe(AbstractRecipe):
     eval_opponents: tuple[str, ...] = ("random", "greedy")
     """Opponents `azx train` evaluates against (specs for [`azx.arena.opponent`][])."""
     eval_agents: tuple[str, ...] = ("search",)
-    """Which agents are evaluated: `"search"` (network + search at the training number
-    of simulations, played greedily) and/or `"network"` (argmax of the policy)."""
+    """Which agents are evaluated: `"search"` (network + the evaluation search, played
+    greedily: see `eval_search`) and/or `"network"` (argmax of the policy)."""
     eval_games: int = 200
     """Games per evaluation match, half with each colour."""
+    eval_search: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """How the search that plays in evaluations (and in `azx eval`, and
+    [`azx.load_run`][]'s agent) differs from the training one: options of
+    [`azx.search.make`][] that replace the training search's (e.g. `num_simulations`),
+    and under `"search"` another kind, `"puct"` or `"gumbel"`, whose options are then
+    these alone. Empty: the training search."""
 
     def __post_init__(self):
         check_types(vars(self), **self.field_types)
@@ -201,20 +207,33 @@ class AlphaZeroRecipe(AbstractRecipe):
         bad = set(self.eval_agents) - {"search", "network"}
         if bad:
             raise ValueError(f"eval_agents must be 'search' and/or 'network', got {sorted(bad)}")
+        kind = self.eval_search.get("search", self.search)
+        if kind not in ("puct", "gumbel"):
+            raise ValueError(f"eval_search's search must be 'puct' or 'gumbel', got {kind!r}")
+        if kind != self.search and "num_simulations" not in self.eval_search:
+            raise ValueError(
+                f"eval_search with another kind of search ({kind!r}) must give "
+                f"num_simulations, got {self.eval_search!r}"
+            )
 
     def make_search(self, **overrides) -> search.AbstractSearch:
         options = self.search_options | overrides
         return search.make(self.search, options.pop("num_simulations"), **options)
 
     def make_eval_search(self, **overrides) -> search.AbstractSearch:
-        """The training search with its exploration switched off: the most visited action
-        (PUCT, no root noise) or noise-free sequential halving (Gumbel)."""
+        """The evaluation search (the training one, changed as `eval_search` says) with
+        its exploration switched off: the most visited action (PUCT, no root noise) or
+        noise-free sequential halving (Gumbel)."""
+        changes = dict(self.eval_search)
+        kind = changes.pop("search", self.search)
+        options = self.search_options | changes if kind == self.search else changes
         greedy = (
             {"temperature": 0.0, "dirichlet_fraction": 0.0}
-            if self.search == "puct"
+            if kind == "puct"
             else {"gumbel_scale": 0.0}
         )
-        return self.make_search(**(greedy | overrides))
+        options = options | greedy | overrides
+        return search.make(kind, options.pop("num_simulations"), **options)
 
     def make_network(self, network, options, env, *, key):
         options = dict(options)

@@ -387,7 +387,7 @@ _EvalSimulationsOption = Annotated[
         min=1,
         metavar="N",
         help="AlphaZero, MuZero: search simulations.",
-        show_default="the run's training number",
+        show_default="the run's evaluation search's",
     ),
 ]
 _EvalEpisodesOption = Annotated[
@@ -512,7 +512,7 @@ def play(
             min=1,
             metavar="N",
             help="Search simulations.",
-            show_default="the run's training number",
+            show_default="the run's evaluation search's",
         ),
     ] = None,
     seed: Annotated[

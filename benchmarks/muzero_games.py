@@ -11,7 +11,7 @@ Prints, per seed and every `--every` iterations, the training time so far, the l
 iteration's loss and value loss (and consistency loss, when on), and each agent's won /
 drawn / lost against each opponent (evaluation key `10_000 + seed`); with
 `--eval-simulations`, after the last iteration the search agent again with each number
-of simulations; with `--save DIR`, each seed's trained network is written to
+of simulations (of the preset's evaluation search); with `--save DIR`, each seed's trained network is written to
 `DIR/seed<S>.eqx` (`equinox.tree_deserialise_leaves` into the preset's built network).
 """
 
@@ -76,9 +76,10 @@ def main(argv=None):
             pathlib.Path(args.save).mkdir(parents=True, exist_ok=True)
             eqx.tree_serialise_leaves(pathlib.Path(args.save) / f"seed{seed}.eqx", state.net)
         for simulations in args.eval_simulations:
-            options = preset.recipe.search_options | {"num_simulations": simulations}
             recipe = dataclasses.replace(
-                preset.recipe, search_options=options, eval_agents=("search",)
+                preset.recipe,
+                eval_search=preset.recipe.eval_search | {"num_simulations": simulations},
+                eval_agents=("search",),
             )
             scores = _scores(recipe, trainer, state, seed)
             print(f"seed {seed} iteration {done}, {simulations} simulations: {scores}", flush=True)

@@ -4,6 +4,7 @@ Small runs of the real tic_tac_toe preset (2-4 iterations, few evaluation games)
 point is the plumbing (files, checkpoints, exact resumption, exit codes), not strength.
 """
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -207,7 +208,7 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
 
 
 ALPHAZERO_PRESETS = [
-    name for name in azx.presets.names() if azx.presets.get(name).algorithm == "alphazero"
+    name for name in azx.presets.names() if azx.presets.get(name).recipe.plays_games
 ]
 
 
@@ -215,8 +216,32 @@ ALPHAZERO_PRESETS = [
 def test_alphazero_presets_round_trip_through_json(name):
     preset = azx.presets.get(name)
     assert azx.presets.Preset.from_dict(json.loads(json.dumps(preset.to_dict()))) == preset
-    search_options = preset.recipe.search_options
-    assert preset.recipe.make_eval_search().num_simulations == search_options["num_simulations"]
+    recipe = preset.recipe
+    simulations = (recipe.search_options | recipe.eval_search)["num_simulations"]
+    assert recipe.make_eval_search().num_simulations == simulations
+
+
+def test_eval_search_changes_the_evaluation_search_only():
+    recipe = azx.presets.AlphaZeroRecipe(
+        search="gumbel",
+        search_options={"num_simulations": 32, "max_num_considered_actions": 4},
+        eval_search={"search": "puct", "num_simulations": 64},
+    )
+    train, evaluate = recipe.make_search(), recipe.make_eval_search()
+    assert isinstance(train, azx.search.Gumbel) and train.num_simulations == 32
+    assert isinstance(evaluate, azx.search.PUCT) and evaluate.num_simulations == 64
+    assert evaluate.root_policy.temperature == 0 and evaluate.root_policy.dirichlet_fraction == 0
+    assert recipe.make_eval_search(num_simulations=8).num_simulations == 8  # azx eval's own
+    same_kind = dataclasses.replace(recipe, eval_search={"num_simulations": 128})
+    evaluate = same_kind.make_eval_search()
+    assert isinstance(evaluate, azx.search.Gumbel) and evaluate.num_simulations == 128
+    assert evaluate.root_policy.max_num_considered_actions == 4  # the training search's option
+    with pytest.raises(
+        ValueError, match="eval_search's search must be 'puct' or 'gumbel', got 'x'"
+    ):
+        dataclasses.replace(recipe, eval_search={"search": "x", "num_simulations": 8})
+    with pytest.raises(ValueError, match=r"another kind of search \('puct'\) must give num_sim"):
+        dataclasses.replace(recipe, eval_search={"search": "puct"})
 
 
 def test_opponent_specs_parse_or_name_the_problem():
