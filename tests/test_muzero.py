@@ -560,6 +560,9 @@ def test_a_two_player_muzero_run_is_evaluated_and_played_as_an_alphazero_run(tmp
     run = azx.run.load_run(out)
     agent = run.agent("search", num_simulations=8)
     assert isinstance(agent, mz.MuZeroAgent) and agent.search.num_simulations == 8
+    # The preset's evaluation search (PUCT 64), not its training search (Gumbel 32).
+    search = run.agent("search").search
+    assert isinstance(search, azx.search.PUCT) and search.num_simulations == 64
     result = azx_cli(
         "eval", "--run", out, "--opponent", "solver", "--games", 10, "--agent", "network",
         "--json", tmp_path / "eval.json",
