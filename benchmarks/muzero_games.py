@@ -11,8 +11,9 @@ Prints, per seed and every `--every` iterations, the training time so far, the l
 iteration's loss and value loss (and consistency loss, when on), and each agent's won /
 drawn / lost against each opponent (evaluation key `10_000 + seed`); with
 `--eval-simulations`, after the last iteration the search agent again with each number
-of simulations (of the preset's evaluation search); with `--save DIR`, each seed's trained network is written to
-`DIR/seed<S>.eqx` (`equinox.tree_deserialise_leaves` into the preset's built network).
+of simulations (of the preset's evaluation search); with `--save DIR`, each seed's
+trained network is written to `DIR/seed<S>.eqx` (`equinox.tree_deserialise_leaves` into
+the preset's built network).
 """
 
 import argparse
