@@ -151,6 +151,11 @@ def check_types(values: dict[str, Any], **fields: tuple[str, ...]) -> None:
                 raise ValueError(f"{name} must be {wanted}, got {value!r}")
 
 
+def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:
+    options = dict(options)
+    return search.make(kind, options.pop("num_simulations"), **options)
+
+
 def _when(iteration: int) -> str:
     return f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
 
@@ -217,8 +222,7 @@ class AlphaZeroRecipe(AbstractRecipe):
             )
 
     def make_search(self, **overrides) -> search.AbstractSearch:
-        options = self.search_options | overrides
-        return search.make(self.search, options.pop("num_simulations"), **options)
+        return _make_search(self.search, self.search_options | overrides)
 
     def make_eval_search(self, **overrides) -> search.AbstractSearch:
         """The evaluation search (the training one, changed as `eval_search` says) with
@@ -232,8 +236,7 @@ class AlphaZeroRecipe(AbstractRecipe):
             if kind == "puct"
             else {"gumbel_scale": 0.0}
         )
-        options = options | greedy | overrides
-        return search.make(kind, options.pop("num_simulations"), **options)
+        return _make_search(kind, options | greedy | overrides)
 
     def make_network(self, network, options, env, *, key):
         options = dict(options)

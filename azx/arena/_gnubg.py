@@ -19,7 +19,6 @@ GNUBG_LEVELS = {
 }
 """GNU Backgammon's named playing levels that evaluate at 0 ply, with the noise each adds
 to its evaluations (gnubg's own settings; "expert" adds none)."""
-_WON = np.inf  # a move that bears off the last checker
 
 
 def _gnubg() -> Any:
@@ -74,13 +73,12 @@ class GnubgAgent(FullMoveAgent):
         gnubg = _gnubg()
         context = gnubg.evalcontext(0, 0, 1, 0, GNUBG_LEVELS[self.level])
         cube = gnubg.cubeinfo()
+
+        def score(final: tuple[int, ...]) -> float:
+            if final[26] == 15:  # the last checker borne off: won
+                return np.inf
+            # The opponent's equity (the last entry), on roll after the move.
+            return -gnubg.evaluate(gnubg_board(final), cube, context)[-1]
+
         finals = full_moves(board, dice)
-        best, best_score = None, -np.inf
-        for final, actions in finals.items():
-            if final[26] == 15:
-                score = _WON
-            else:  # the opponent's equity, on roll after the move (its last entry)
-                score = -gnubg.evaluate(gnubg_board(final), cube, context)[-1]
-            if score > best_score:
-                best, best_score = actions, score
-        return best
+        return finals[max(finals, key=score)]  # ties: the move found first
