@@ -377,6 +377,7 @@ def test_resume_through_a_checkpoint_equals_a_straight_run(tmp_path):
     _assert_states_equal(straight, train(restored, 2))
 
 
+@pytest.mark.slow  # a whole training run (11-17 s); the slow tier keeps it
 def test_reanalyse_replaces_chosen_steps_targets_by_a_fresh_search():
     # Noise-free halving: the search does not depend on its key, so the fresh targets can
     # be computed here independently.
@@ -422,6 +423,7 @@ def test_reanalyse_replaces_chosen_steps_targets_by_a_fresh_search():
         np.testing.assert_array_equal(getattr(new, name), getattr(before, name))
 
 
+@pytest.mark.slow  # a whole training run (11-17 s); the slow tier keeps it
 def test_two_player_game_trains_with_alternating_discounts():
     env = azx.envs.make("tic_tac_toe")
     config = mz.Config(
