@@ -101,8 +101,11 @@ class AbstractRecipe(abc.ABC):
         """Draw the run's learning curve from its metrics records."""
 
     @abc.abstractmethod
-    def agent(self, net, kind: str, num_simulations: int | None) -> arena.AbstractAgent:
-        """The arena agent of `kind` playing `net`; `RunError` without `plays_games`."""
+    def agent(
+        self, net, kind: str, num_simulations: int | None, env: envs.AbstractEnv
+    ) -> arena.AbstractAgent:
+        """The arena agent of `kind` playing `net` in `env`; `RunError` without
+        `plays_games`."""
 
     @abc.abstractmethod
     def play_episodes(self, trainer, state, num_episodes: int, *, key, greedy: bool | None):
@@ -156,6 +159,27 @@ def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:
     return search.make(kind, options.pop("num_simulations"), **options)
 
 
+def _check_full_move(env: envs.AbstractEnv, what: str, error: type[Exception]) -> None:
+    """`error` unless `env` is backgammon, the one game of the full-move agent."""
+    game = getattr(env, "name", None)
+    if game != "backgammon":
+        raise error(
+            f"{what} (the value over the roll's whole moves) plays backgammon; "
+            f"this game is {game or env!r}"
+        )
+
+
+def _simulations(player: arena.AbstractAgent) -> int | None:
+    """The simulations of a search agent's search; None for an agent without one."""
+    found = getattr(player, "search", None)
+    return None if found is None else found.num_simulations
+
+
+def _label(kind: str, player: arena.AbstractAgent) -> str:
+    simulations = _simulations(player)
+    return kind if simulations is None else f"{kind} ({simulations} sims)"
+
+
 def _when(iteration: int) -> str:
     return f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
 
@@ -183,6 +207,8 @@ class AlphaZeroRecipe(AbstractRecipe):
     )
     networks: ClassVar[tuple[str, ...]] = ("mlp", "resnet")
     plays_games: ClassVar[bool] = True
+    agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network", "full-move")
+    """The arena agents a trained network plays as (`azx eval --agent`)."""
     field_types: ClassVar[dict[str, tuple[str, ...]]] = {
         "str": ("search",),
         "dict": ("search_options", "eval_search"),
@@ -196,7 +222,9 @@ class AlphaZeroRecipe(AbstractRecipe):
     """Opponents `azx train` evaluates against (specs for [`azx.arena.opponent`][])."""
     eval_agents: tuple[str, ...] = ("search",)
     """Which agents are evaluated: `"search"` (network + the evaluation search, played
-    greedily: see `eval_search`) and/or `"network"` (argmax of the policy)."""
+    greedily: see `eval_search`), `"network"` (argmax of the policy) and, for backgammon,
+    `"full-move"` (the value alone over the roll's whole moves,
+    [`azx.arena.ValueMoveAgent`][])."""
     eval_games: int = 200
     """Games per evaluation match, half with each colour."""
     eval_search: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -209,9 +237,9 @@ class AlphaZeroRecipe(AbstractRecipe):
     def __post_init__(self):
         check_types(vars(self), **self.field_types)
         check_positive_int("eval_games", self.eval_games)
-        bad = set(self.eval_agents) - {"search", "network"}
+        bad = set(self.eval_agents) - set(self.agent_kinds)
         if bad:
-            raise ValueError(f"eval_agents must be 'search' and/or 'network', got {sorted(bad)}")
+            raise ValueError(f"eval_agents must be among {self.agent_kinds}, got {sorted(bad)}")
         kind = self.eval_search.get("search", self.search)
         if kind not in ("puct", "gumbel"):
             raise ValueError(f"eval_search's search must be 'puct' or 'gumbel', got {kind!r}")
@@ -251,6 +279,8 @@ class AlphaZeroRecipe(AbstractRecipe):
     def check_training(self, env):
         for spec in self.eval_opponents:
             arena.opponent(spec, env)
+        if "full-move" in self.eval_agents:
+            _check_full_move(env, "eval_agents' 'full-move'", ValueError)
         if self.eval_games % 2:
             raise ValueError(
                 "`eval_games` must be even (half the games with each colour), got "
@@ -268,7 +298,7 @@ class AlphaZeroRecipe(AbstractRecipe):
         }
 
     def evaluate(self, trainer, state, *, key, phase):
-        agents = {kind: self.agent(state.net, kind, None) for kind in self.eval_agents}
+        agents = {kind: self.agent(state.net, kind, None, trainer.env) for kind in self.eval_agents}
         if trainer.env.num_players == 1:  # episodes, not matches
             return evaluate_episodes(
                 trainer.env,
@@ -305,13 +335,16 @@ class AlphaZeroRecipe(AbstractRecipe):
         else:
             plot_learning_curve(records, path, title=title)
 
-    def agent(self, net, kind, num_simulations):
+    def agent(self, net, kind, num_simulations, env):
+        if kind not in self.agent_kinds:
+            raise RunError(f"agent must be one of {self.agent_kinds}, got {kind!r}")
         if kind == "network":
             return arena.NetworkAgent(net)
-        if kind == "search":
-            overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
-            return arena.SearchAgent(net, self.make_eval_search(**overrides))
-        raise RunError(f"agent must be 'search' or 'network', got {kind!r}")
+        if kind == "full-move":
+            _check_full_move(env, "agent 'full-move'", RunError)
+            return arena.ValueMoveAgent(net, env)
+        overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
+        return arena.SearchAgent(net, self.make_eval_search(**overrides))
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
         raise RunError("episodes need a PPO run; this is an AlphaZero run")
@@ -322,8 +355,10 @@ class AlphaZeroRecipe(AbstractRecipe):
 
     def check_eval(self, options, env):
         games, agent = options["games"], options["agent"] or "search"
-        if agent not in ("search", "network"):
-            raise RunError(f"--agent must be 'search' or 'network', got {agent!r}")
+        if agent not in self.agent_kinds:
+            raise RunError(f"--agent must be one of {self.agent_kinds}, got {agent!r}")
+        if agent == "full-move":
+            _check_full_move(env, "--agent full-move", RunError)
         if env.num_players == 1 and options["opening_plies"]:
             raise RunError("--opening-plies is for two-player games; this run's game has one")
         if env.num_players == 2 and games is not None and games % 2:
@@ -371,7 +406,7 @@ def _evaluate_single_player_run(run, options, agent: str, episodes: int, *, seed
     """`azx eval` of an AlphaZero run of a single-player game: the agent's episodes, and
     those of every `--opponent` spec, played as a baseline on the same key."""
     player = run.agent(agent, num_simulations=options["simulations"])
-    label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
+    label = _label(agent, player)
     agents = {label: player}
     for spec in options["opponent"] or []:
         try:
@@ -396,7 +431,7 @@ def _evaluate_single_player_run(run, options, agent: str, episodes: int, *, seed
         "run": str(run.directory),
         "iteration": run.iteration,
         "agent": agent,
-        "num_simulations": None if agent == "network" else player.search.num_simulations,
+        "num_simulations": _simulations(player),
         "seed": seed,
         "results": results,
     }
@@ -435,7 +470,7 @@ def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
     results = evaluate(
         run.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
     )[agent]
-    label = agent if agent == "network" else f"{agent} ({player.search.num_simulations} sims)"
+    label = _label(agent, player)
     if opening_plies:
         label += f", the first {opening_plies} plies of every game random"
     lines = [f"{run.directory} at iteration {run.iteration}, {label}:"]
@@ -448,7 +483,7 @@ def _evaluate_alphazero_run(run, options: dict[str, Any], *, seed: int):
         "run": str(run.directory),
         "iteration": run.iteration,
         "agent": agent,
-        "num_simulations": None if agent == "network" else player.search.num_simulations,
+        "num_simulations": _simulations(player),
         "opening_plies": opening_plies,
         "seed": seed,
         "results": results,
@@ -600,7 +635,7 @@ class PPORecipe(AbstractRecipe):
     def plot(self, records, path, *, title):
         plot_return_curve(records, path, title=title)
 
-    def agent(self, net, kind, num_simulations):
+    def agent(self, net, kind, num_simulations, env):
         raise RunError("an arena agent needs an AlphaZero run; this is a ppo run")
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
@@ -644,6 +679,9 @@ class MuZeroRecipe(AlphaZeroRecipe):
     name: ClassVar[str] = "muzero"
     config_class: ClassVar[type] = MuZeroConfig
     networks: ClassVar[tuple[str, ...]] = ("mlp",)
+    # The full-move agent reads a value network's observations; MuZero's value is the
+    # learned model's, on its embeddings.
+    agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network")
 
     search: str = "gumbel"
     """`"puct"` or `"gumbel"` (native search over the learned model)."""
@@ -687,11 +725,11 @@ class MuZeroRecipe(AlphaZeroRecipe):
     # The self-play return and speed, as PPO's progress shows them.
     progress = PPORecipe.progress
 
-    def agent(self, net, kind, num_simulations):
+    def agent(self, net, kind, num_simulations, env):
         if kind == "search":
             overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
             return MuZeroAgent(net, self.make_eval_search(**overrides))
-        return super().agent(net, kind, num_simulations)
+        return super().agent(net, kind, num_simulations, env)
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
         del greedy  # the search plays without exploration

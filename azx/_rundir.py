@@ -223,10 +223,11 @@ class Run:
         return self.preset.recipe.make_eval_search(**options)
 
     def agent(self, kind: str = "search", *, num_simulations: int | None = None) -> Any:
-        """An arena agent: `"search"` (network + greedy search) or `"network"` (argmax of
-        the policy, no search) (AlphaZero runs)."""
+        """An arena agent: `"search"` (network + greedy search), `"network"` (argmax of
+        the policy, no search) or, for backgammon, `"full-move"` (the value alone over the
+        roll's whole moves, [`azx.arena.ValueMoveAgent`][]) (AlphaZero runs)."""
         self._plays_games("an arena agent")
-        return self.preset.recipe.agent(self.net, kind, num_simulations)
+        return self.preset.recipe.agent(self.net, kind, num_simulations, self.env)
 
     def play_episodes(
         self, num_episodes: int, *, key, greedy: bool | None = None

@@ -376,7 +376,9 @@ _EvalGamesOption = Annotated[
 _EvalAgentOption = Annotated[
     str | None,
     typer.Option(
-        help="AlphaZero, MuZero: search (network + search) or network (policy argmax).",
+        help="AlphaZero, MuZero: search (network + search) or network (policy argmax); "
+        "AlphaZero's backgammon also full-move (the value network rates the roll's whole "
+        "moves, averaged over the opponent's rolls: fast, no search).",
         show_default="search",
         metavar="KIND",
     ),

@@ -2,6 +2,7 @@
 formula written out point by point, pgx's own moves and the rules; 2048's expectimax player
 and measure, checked against a NumPy expectimax over a NumPy 2048."""
 
+import dataclasses
 import itertools
 
 import equinox as eqx
@@ -20,6 +21,7 @@ from azx.arena import (
     GnubgAgent,
     PubevalAgent,
     RandomAgent,
+    ValueMoveAgent,
     backgammon_match,
     evaluate_2048,
     expectimax_values,
@@ -536,3 +538,95 @@ def test_gnubg_agent_plays_gnubgs_own_best_move():
         assert ours >= best - 1e-5, (board, roll, ours, best)
         same += abs(ours - best) < 1e-5
     assert same >= len(positions) - 3, (same, len(positions))
+
+
+# --- the network's own full-move player --------------------------------------------------
+
+
+def reference_move_values(env, net, state):
+    """Every final position of the turn from `state`, reached by pgx's own micro-actions
+    through the chance adapter, with minus the network's value for the opponent averaged
+    over the adapter's outcomes and probabilities (None for a position that wins)."""
+    afterstate = jax.jit(env.afterstate)
+    apply_outcome = jax.jit(env.apply_outcome)
+    rolls = jax.jit(jax.vmap(env.apply_outcome, in_axes=(None, 0)))
+    value = jax.jit(jax.vmap(lambda s: net(env.observation(s))[1]))
+    values, seen = {}, set()
+
+    def walk(state):
+        key = (tuple(np.asarray(state._board).tolist()), tuple(np.asarray(state._playable_dice)))
+        if key in seen:
+            return
+        seen.add(key)
+        for action in np.flatnonzero(np.asarray(state.legal_action_mask)):
+            with third_party_numerics():
+                after = afterstate(state, jnp.int32(action))
+            board = np.asarray(after.state._board)
+            if bool(after.state.terminated):
+                values[tuple(board.tolist())] = None
+            elif bool(after.chance):  # the turn passed: the board is the opponent's
+                with third_party_numerics():
+                    opponent = rolls(after, jnp.arange(env.num_outcomes))
+                    probabilities = np.asarray(env.chance_probabilities(after))
+                expected = float(probabilities @ np.asarray(value(opponent)))
+                values[tuple(flip(board).tolist())] = -expected
+            else:
+                with third_party_numerics():
+                    walk(apply_outcome(after, jnp.int32(0)))
+
+    walk(state)
+    return values
+
+
+# The preset's encoding in the default run; the slow tier adds pgx's own.
+@pytest.mark.parametrize("encoding", ["unary", pytest.param("pgx", marks=pytest.mark.slow)])
+def test_value_move_agent_rates_moves_through_the_chance_adapter(encoding):
+    """The agent's own board turning and dice table against pgx's steps and the adapter's
+    21 outcomes: the same final positions, the same values, and its move the best."""
+    env = azx.envs.make("backgammon", encoding=encoding)
+    net = azx.nets.MLP(
+        env.observation_shape, env.num_actions, width=32, depth=1, key=jax.random.key(1)
+    )
+    agent = ValueMoveAgent(net, env)
+    _, states = random_boards(3, seed=5)
+    home = [0] * 28  # 2-1 bears off the last two checkers: the win outranks every value
+    home[22], home[23], home[26], home[3], home[27] = 1, 1, 13, -15, 0
+    states.append(state_with(home, [2, 1]))
+    for state in states:
+        board = np.asarray(state._board)
+        dice = [int(die) + 1 for die in np.asarray(state._playable_dice) if die >= 0]
+        reference = reference_move_values(env, net, state)
+        values = agent.move_values(board, dice)
+        assert set(values) == set(reference), (board.tolist(), dice)
+        for position, expected in reference.items():
+            if expected is None:
+                assert values[position] == 1e6 + int(rule_points(jnp.asarray(position)))
+            else:
+                assert values[position] == pytest.approx(expected, abs=1e-5)
+        chosen = tuple(play(board.tolist(), agent.choose(board, dice)))
+        assert values[chosen] == max(values.values())
+
+
+def test_value_move_agent_refuses_other_games_and_observations():
+    net = azx.nets.MLP((9,), 9, width=8, depth=1, key=jax.random.key(0))
+    with pytest.raises(ValueError, match="ValueMoveAgent plays pgx's backgammon"):
+        ValueMoveAgent(net, azx.envs.make("tic_tac_toe"))
+    flat = azx.envs.ObserveLegalMoves(azx.envs.make("backgammon"))
+    with pytest.raises(ValueError, match=r"pgx observation of shape \(34,\)"):
+        ValueMoveAgent(net, flat)
+
+
+@pytest.mark.slow  # a backgammon preset built and two whole games
+def test_backgammon_preset_evaluates_its_full_move_agent():
+    """The preset's recipe builds the full-move agent for its own environment, and
+    `azx train`'s evaluation plays it; another game's recipe refuses it by name."""
+    preset = azx.presets.get("backgammon")
+    recipe = dataclasses.replace(
+        preset.recipe, eval_agents=("full-move",), eval_opponents=("random",), eval_games=2
+    )
+    trainer, state = preset.build(seed=0)
+    results = recipe.evaluate(trainer, state, key=jax.random.key(0), phase=lambda _: None)
+    record = results["full-move"]["random"]
+    assert record["wins"] + record["draws"] + record["losses"] == 2
+    with pytest.raises(ValueError, match="plays backgammon; this game is 'tic_tac_toe'"):
+        recipe.check_training(azx.envs.make("tic_tac_toe"))

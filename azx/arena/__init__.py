@@ -36,3 +36,4 @@ from ._pubeval import (
 from ._returns import episode_returns as episode_returns
 from ._rollout import RolloutMCTSAgent as RolloutMCTSAgent
 from ._solver import TicTacToeSolver as TicTacToeSolver
+from ._value_move import ValueMoveAgent as ValueMoveAgent

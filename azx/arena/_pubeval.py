@@ -13,7 +13,7 @@ exist, and drops repeated final positions with a set.
 
 import abc
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TypeAlias
 
 import equinox as eqx
@@ -222,8 +222,9 @@ def best_move(board: Board, dice: list[int], race: bool) -> list[int]:
 
 
 def _host_plans(
-    choose: Callable[[np.ndarray, list[int]], list[int]],
+    static: "FullMoveAgent",
     name: str,
+    arrays: "FullMoveAgent",
     boards: Int[ArrayLike, "batch 28"],
     playable_dice: Int[ArrayLike, "batch 4"],
     played: Int[ArrayLike, " batch"],
@@ -235,8 +236,11 @@ def _host_plans(
 
     A game at the start of a turn (nothing played yet), or whose plan's next action is
     not legal (the plan was made for another turn or another player), gets a new plan:
-    `choose(board, dice)`'s micro-actions for its position.
+    `agent.choose(board, dice)`'s micro-actions for its position, where `agent` is the
+    agent rebuilt on the host from its `static` part and its `arrays` (a network's
+    parameters, say), which the callback hands over as NumPy arrays.
     """
+    choose = eqx.combine(arrays, static).choose
     boards, playable_dice, played, live, legal_action_mask, plans = map(
         np.array, (boards, playable_dice, played, live, legal_action_mask, plans)
     )
@@ -275,7 +279,8 @@ class FullMoveAgent(AbstractAgent):
     keeps its micro-actions in the agent state, so that the turn's later calls play the
     rest of it. pgx, unlike the rules, does not oblige a player to use both dice (or the
     larger) where possible; the agent chooses among the full moves pgx allows.
-    Subclasses give `choose`.
+    Subclasses give `choose`, which runs on the host: the agent's array fields (a
+    network's parameters, say) reach it as NumPy arrays.
     """
 
     @abc.abstractmethod
@@ -294,12 +299,14 @@ class FullMoveAgent(AbstractAgent):
         require_game(type(self).__name__, env, "backgammon")
         live = ~jax.vmap(env.terminated)(env_state) & ~jax.vmap(env.truncated)(env_state)
         batch = live.shape[0]
+        arrays, static = eqx.partition(self, eqx.is_array)
         action, plans = jax.pure_callback(
-            functools.partial(_host_plans, self.choose, type(self).__name__),
+            functools.partial(_host_plans, static, type(self).__name__),
             (
                 jax.ShapeDtypeStruct((batch,), jnp.int32),
                 jax.ShapeDtypeStruct((batch, _MAX_MICRO_ACTIONS), jnp.int32),
             ),
+            arrays,
             env_state._board,
             env_state._playable_dice,
             env_state._played_dice_num,
