@@ -169,6 +169,13 @@ def _check_full_move(env: envs.AbstractEnv, what: str, error: type[Exception]) -
         )
 
 
+def _unknown_agent(what: str, kind: str, kinds: tuple[str, ...]) -> str:
+    message = f"{what} must be one of {kinds}, got {kind!r}"
+    if kind == "full-move":  # an AlphaZero kind that MuZero lacks
+        message += " (full-move reads an AlphaZero network's value; MuZero's is its model's)"
+    return message
+
+
 def _simulations(player: arena.AbstractAgent) -> int | None:
     """The simulations of a search agent's search; None for an agent without one."""
     found = getattr(player, "search", None)
@@ -337,7 +344,7 @@ class AlphaZeroRecipe(AbstractRecipe):
 
     def agent(self, net, kind, num_simulations, env):
         if kind not in self.agent_kinds:
-            raise RunError(f"agent must be one of {self.agent_kinds}, got {kind!r}")
+            raise RunError(_unknown_agent("agent", kind, self.agent_kinds))
         if kind == "network":
             return arena.NetworkAgent(net)
         if kind == "full-move":
@@ -356,7 +363,7 @@ class AlphaZeroRecipe(AbstractRecipe):
     def check_eval(self, options, env):
         games, agent = options["games"], options["agent"] or "search"
         if agent not in self.agent_kinds:
-            raise RunError(f"--agent must be one of {self.agent_kinds}, got {agent!r}")
+            raise RunError(_unknown_agent("--agent", agent, self.agent_kinds))
         if agent == "full-move":
             _check_full_move(env, "--agent full-move", RunError)
         if env.num_players == 1 and options["opening_plies"]:

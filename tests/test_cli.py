@@ -350,7 +350,7 @@ def test_any_two_player_pgx_game_trains_with_the_generic_setup(tmp_path):
         ("tic_tac_toe", ["--games", "7"], "--games must be even"),
         ("tic_tac_toe", ["--agent", "nope"], "--agent must be"),
         ("tic_tac_toe", ["--agent", "full-move"], "plays backgammon; this game is 'tic_tac_toe'"),
-        ("muzero_tic_tac_toe", ["--agent", "full-move"], "--agent must be one of"),
+        ("muzero_tic_tac_toe", ["--agent", "full-move"], "MuZero's is its model's"),
         ("connect_four", ["--opponent", "solver"], "tic_tac_toe only"),
         ("ppo_cartpole", ["--opponent", "solver"], "--opponent applies to alphazero runs"),
         ("2048", ["--opening-plies", "2"], "two-player games"),

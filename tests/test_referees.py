@@ -589,9 +589,11 @@ def test_value_move_agent_rates_moves_through_the_chance_adapter(encoding):
     )
     agent = ValueMoveAgent(net, env)
     _, states = random_boards(3, seed=5)
-    home = [0] * 28  # 2-1 bears off the last two checkers: the win outranks every value
-    home[22], home[23], home[26], home[3], home[27] = 1, 1, 13, -15, 0
-    states.append(state_with(home, [2, 1]))
+    # 6-1 bears off the last two checkers, or moves one and bears the other off: the win
+    # outranks every value.
+    home = [0] * 28
+    home[18], home[23], home[26], home[3], home[27] = 1, 1, 13, -15, 0
+    states.append(state_with(home, [6, 1]))
     for state in states:
         board = np.asarray(state._board)
         dice = [int(die) + 1 for die in np.asarray(state._playable_dice) if die >= 0]
@@ -605,6 +607,18 @@ def test_value_move_agent_rates_moves_through_the_chance_adapter(encoding):
                 assert values[position] == pytest.approx(expected, abs=1e-5)
         chosen = tuple(play(board.tolist(), agent.choose(board, dice)))
         assert values[chosen] == max(values.values())
+    assert None in reference.values() and len(set(reference.values())) > 1  # wins and not
+    assert chosen[26] == 15
+    # Called as an arena agent (jitted, the network handed to the host callback), it plays
+    # the first micro-action of the same move.
+    batch = jax.tree.map(lambda *leaves: jnp.stack(leaves), *states)
+    actions, _ = eqx.filter_jit(agent.__call__)(
+        env, agent.init(env, len(states)), batch, key=jax.random.key(0)
+    )
+    for state, action in zip(states, np.asarray(actions), strict=True):
+        board = np.asarray(state._board)
+        dice = [int(die) + 1 for die in np.asarray(state._playable_dice) if die >= 0]
+        assert action == agent.choose(board, dice)[0]
 
 
 def test_value_move_agent_refuses_other_games_and_observations():

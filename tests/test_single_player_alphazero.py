@@ -32,7 +32,7 @@ def test_evaluation_plays_episodes_with_an_interval(small, tmp_path):
     assert list(results) == ["search"]
     record = results["search"]
     # The same episodes, played by the arena directly: the record summarises them.
-    agent = recipe.agent(state.net, "search", None)
+    agent = recipe.agent(state.net, "search", None, trainer.env)
     returns, finished = jax.jit(
         lambda: azx.arena.episode_returns(trainer.env, agent, num_games=6, key=key)
     )()

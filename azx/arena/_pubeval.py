@@ -238,7 +238,7 @@ def _host_plans(
     not legal (the plan was made for another turn or another player), gets a new plan:
     `agent.choose(board, dice)`'s micro-actions for its position, where `agent` is the
     agent rebuilt on the host from its `static` part and its `arrays` (a network's
-    parameters, say), which the callback hands over as NumPy arrays.
+    parameters, say), which the callback hands over copied to the host's CPU.
     """
     choose = eqx.combine(arrays, static).choose
     boards, playable_dice, played, live, legal_action_mask, plans = map(
@@ -280,7 +280,7 @@ class FullMoveAgent(AbstractAgent):
     rest of it. pgx, unlike the rules, does not oblige a player to use both dice (or the
     larger) where possible; the agent chooses among the full moves pgx allows.
     Subclasses give `choose`, which runs on the host: the agent's array fields (a
-    network's parameters, say) reach it as NumPy arrays.
+    network's parameters, say) reach it copied to the host's CPU, where it computes.
     """
 
     @abc.abstractmethod
