@@ -366,6 +366,7 @@ def test_step_and_train_shapes_and_determinism():
     assert trainer.env_steps(trained) == 4 * 4 * 4
 
 
+@pytest.mark.slow  # two training runs and a checkpoint (15 s); the slow tier keeps it
 def test_resume_through_a_checkpoint_equals_a_straight_run(tmp_path):
     trainer, state = _trainer()
     train = eqx.filter_jit(trainer.train)
