@@ -9,7 +9,10 @@ opponents (the random player and the exact solver for tic-tac-toe).
 
 Prints, per seed and every `--every` iterations, the training time so far, the last
 iteration's loss and value loss (and consistency loss, when on), and each agent's won /
-drawn / lost against each opponent (evaluation key `10_000 + seed`); with
+drawn / lost against each opponent (evaluation key `10_000 + seed`), and for tic-tac-toe
+each agent's losing moves on every line of perfect play by its opponent
+(`benchmarks.tictactoe_exact.against_perfect_play`: none means that no perfect player can
+beat it, in any number of games); with
 `--eval-simulations`, after the last iteration the search agent again with each number
 of simulations (of the preset's evaluation search); with `--save DIR`, each seed's
 trained network is written to `DIR/seed<S>.eqx` (`equinox.tree_deserialise_leaves` into
@@ -27,6 +30,7 @@ import numpy as np
 
 import azx
 
+from . import tictactoe_exact
 from .muzero_cartpole import train_in_chunks
 
 
@@ -90,11 +94,23 @@ def _scores(recipe, trainer, state, seed: int) -> str:
     results = recipe.evaluate(
         trainer, state, key=jax.random.key(10_000 + seed), phase=lambda _: None
     )
-    return ", ".join(
+    scores = ", ".join(
         f"{agent} vs {spec} {r['wins']}/{r['draws']}/{r['losses']}"
         for agent, by_opponent in results.items()
         for spec, r in by_opponent.items()
     )
+    if getattr(trainer.env, "name", None) != "tic_tac_toe":
+        return scores
+    lines = "; ".join(
+        f"{kind} {_perfect_play(recipe.agent(state.net, kind, None, trainer.env), trainer.env)}"
+        for kind in recipe.eval_agents
+    )
+    return f"{scores}; against perfect play: {lines}"
+
+
+def _perfect_play(agent, env) -> str:
+    result = tictactoe_exact.against_perfect_play(tictactoe_exact.agent_moves(agent), env)
+    return f"{len(result.mistakes)} losing moves in {result.num_positions} positions"
 
 
 if __name__ == "__main__":

@@ -137,6 +137,10 @@ def decisive_positions() -> Positions:
 def replay(env: azx.envs.AbstractEnv, moves: np.ndarray):
     """The batch of environment states reached by playing each row of `moves` (padded
     with `NO_MOVE`) from the initial state."""
+    return jax.jit(functools.partial(_replay, env))(jnp.asarray(moves))
+
+
+def _replay(env: azx.envs.AbstractEnv, moves):
 
     def one(row):
         state = env.init(jax.random.key(0))
@@ -145,7 +149,7 @@ def replay(env: azx.envs.AbstractEnv, moves: np.ndarray):
             state = jax.tree.map(lambda new, old: jnp.where(move >= 0, new, old), stepped, state)
         return state
 
-    return jax.jit(jax.vmap(one))(jnp.asarray(moves))
+    return jax.vmap(one)(moves)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -222,6 +226,98 @@ def network_moves(net) -> Callable[[azx.envs.AbstractEnv, object], np.ndarray]:
 def check_network(net, env: azx.envs.AbstractEnv | None = None) -> Result:
     """[`check`][] for the argmax of `net`'s policy (a network on ONE observation)."""
     return check(network_moves(net), env)
+
+
+def agent_moves(
+    agent: azx.arena.AbstractAgent,
+) -> Callable[[azx.envs.AbstractEnv, object], np.ndarray]:
+    """An arena agent's choice (a fresh agent state, key 0), e.g. a search agent's."""
+
+    def choose(env, states):
+        batch = jax.tree.leaves(states)[0].shape[0]
+        action, _ = agent(env, agent.init(env, batch), states, key=jax.random.key(0))
+        return action
+
+    return choose
+
+
+@dataclasses.dataclass(frozen=True)
+class PerfectPlayResult:
+    """The positions a deterministic agent can face against an opponent that plays only
+    optimal moves, with the agent moving first and second."""
+
+    num_positions: int
+    """Distinct positions where the agent moved."""
+    mistakes: list[tuple[tuple[int, ...], int]]
+    """`(moves, chosen)`: the moves that reach a position and the agent's move there, whose
+    exact value is below the position's best. On these lines the agent's best is always a
+    draw, so each mistake is a game the perfect opponent can win."""
+
+    def summary(self) -> str:
+        return (
+            f"{len(self.mistakes)} losing moves in {self.num_positions} positions "
+            f"against perfect play"
+        )
+
+
+def against_perfect_play(
+    choose: Callable[[azx.envs.AbstractEnv, object], np.ndarray],
+    env: azx.envs.AbstractEnv | None = None,
+) -> PerfectPlayResult:
+    """Walk every line of the game where the agent `choose(env, states) -> moves` meets an
+    opponent that picks any move of the best exact value: the agent's move is read once per
+    position (positions reached by different move orders are one), the opponent's every
+    optimal reply followed. A line stops at the game's end or at the agent's first mistake.
+    No mistakes means that no opponent that plays perfectly (such as
+    [`azx.arena.TicTacToeSolver`][], whose moves are among these) can beat the agent, in any
+    number of games. `choose` must not depend on anything but the position (e.g. a search
+    with its noise off).
+    """
+    env = env or azx.envs.make("tic_tac_toe")
+    choose_after = eqx.filter_jit(lambda moves: choose(env, _replay(env, moves)))
+    seen: set[tuple[tuple[int, ...], int]] = set()
+    mistakes = []
+    # The positions where the agent is to move next, each with one line that reaches it:
+    # the empty board (the agent first) and the opponent's optimal openings.
+    empty = (0,) * 9
+    openings = _move_values(empty)
+    frontier = {empty: ()} | {
+        _board((cell,)): (cell,)
+        for cell, value in openings.items()
+        if value == max(openings.values())
+    }
+    while frontier:
+        lines = list(frontier.values())
+        frontier = {}
+        # Rows padded to a power of two (empty boards), so that few batch sizes compile.
+        padded = np.full((1 << (len(lines) - 1).bit_length(), 8), NO_MOVE, np.int32)
+        for row, moves in enumerate(lines):
+            padded[row, : len(moves)] = moves
+        chosen = np.asarray(choose_after(jnp.asarray(padded)))[: len(lines)]
+        for moves, move in zip(lines, chosen.tolist(), strict=True):
+            seen.add((_board(moves), move))
+            values = _move_values(_board(moves))
+            if values.get(move, ILLEGAL) < max(values.values()):
+                mistakes.append((moves, move))
+                continue
+            after = _board(moves + (move,))
+            if _winner(after) or 0 not in after:
+                continue
+            replies = _move_values(after)
+            best = max(replies.values())
+            for reply in (cell for cell, value in replies.items() if value == best):
+                line = moves + (move, reply)
+                board = _board(line)
+                if not (_winner(board) or 0 not in board):
+                    frontier.setdefault(board, line)
+    return PerfectPlayResult(num_positions=len(seen), mistakes=mistakes)
+
+
+def _board(moves: tuple[int, ...]) -> tuple[int, ...]:
+    board = [0] * 9
+    for index, cell in enumerate(moves):
+        board[cell] = 1 + index % 2
+    return tuple(board)
 
 
 def preset_with(settings: list[str]) -> azx.presets.Preset:

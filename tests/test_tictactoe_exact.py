@@ -99,3 +99,60 @@ def test_check_network_uses_the_policy_argmax():
     np.testing.assert_array_equal(result.chosen, first_legal)
     expected = positions.optimal_mask[np.arange(len(first_legal)), first_legal].sum()
     assert result.num_optimal == expected
+
+
+def _first_legal(env, states):
+    legal = jax.vmap(env.legal_action_mask)(states)
+    return jnp.argmax(legal, axis=-1)
+
+
+def test_against_perfect_play_finds_every_losing_move_of_a_fixed_agent():
+    # Reference: a plain depth-first walk over every line (no merging of move orders) of
+    # the agent that plays the lowest free cell against every optimal reply.
+    def walk(board, agent_to_move, found):
+        if exact._winner(board) or 0 not in board:
+            return
+        values = exact._move_values(board)
+        mover = 1 if board.count(1) == board.count(2) else 2
+        if agent_to_move:
+            move = board.index(0)
+            if values[move] < max(values.values()):
+                found.add(board)
+                return
+            walk(board[:move] + (mover,) + board[move + 1 :], False, found)
+        else:
+            for cell, value in values.items():
+                if value == max(values.values()):
+                    walk(board[:cell] + (mover,) + board[cell + 1 :], True, found)
+
+    expected = set()
+    walk((0,) * 9, True, expected)
+    walk((0,) * 9, False, expected)
+    result = exact.against_perfect_play(_first_legal)
+    found = {exact._board(moves) for moves, _ in result.mistakes}
+    assert found == expected and len(expected) > 0
+    assert all(move == exact._board(moves).index(0) for moves, move in result.mistakes)
+
+
+def test_a_perfect_agent_makes_no_losing_move_and_a_solver_beats_a_flawed_one():
+    env = azx.envs.make("tic_tac_toe")
+    solver = azx.arena.TicTacToeSolver()
+    perfect = exact.against_perfect_play(exact.agent_moves(solver), env)
+    assert perfect.mistakes == [] and perfect.num_positions > 100
+    # The lowest-free-cell agent loses to the solver in a real match, as its losing moves
+    # on perfect-play lines say it can.
+    flawed = exact.against_perfect_play(_first_legal, env)
+    assert flawed.mistakes
+
+    class FirstLegal(azx.arena.AbstractAgent):
+        def init(self, env, batch_size):
+            return jnp.zeros(batch_size, bool)
+
+        def __call__(self, env, agent_state, env_state, *, key):
+            return _first_legal(env, env_state), agent_state
+
+        def observe(self, agent_state, action, done):
+            return agent_state
+
+    match = azx.arena.play_match(env, FirstLegal(), solver, num_games=20, key=jax.random.key(0))
+    assert int(match.losses) > 0
