@@ -686,22 +686,27 @@ _PRESETS["muzero_tic_tac_toe"] = Preset(
     # Scalar value and reward heads: both lie in [-1, 1].
     network_options={"embedding_size": 64, "width": 128, "depth": 2},
     recipe=MuZeroRecipe(
-        search="gumbel",
-        search_options={"num_simulations": 32},
-        # Evaluated (and played by `azx eval`) with PUCT's most visited move after 64
-        # simulations: against the exact solver it loses fewer games than the training
-        # search on each of the three seeds measured (benchmarks/notes.md).
-        eval_search={"search": "puct", "num_simulations": 64},
+        # PUCT, its move chosen in proportion to the visit counts to the power 1/1.5 over
+        # a root prior half Dirichlet noise (the targets stay the visit counts), as the
+        # AlphaZero tic_tac_toe preset: self-play keeps visiting lines its own best play
+        # avoids, which the learned model must know for its search to defend them.
+        # Evaluated (and played by `azx eval`) greedily: the most visited move.
+        search="puct",
+        search_options={"num_simulations": 64, "temperature": 1.5, "dirichlet_fraction": 0.5},
         eval_opponents=("random", "solver"),
         eval_agents=("search", "network"),
         eval_games=200,
     ),
     # Returns to the end of the game (no game has more than 9 moves), and the end of the
     # game an absorbing state: the search over the learned model looks past the final
-    # move, where the model must know that nothing more happens. Two random opening moves
-    # and the board's symmetries widen the positions the model learns from; without them
-    # self-play narrows to a few games, and the search loses a fifth of its games to a
-    # random player (benchmarks/notes.md has the runs).
+    # move, where the model must know that nothing more happens. Two random opening moves,
+    # a random move with probability 0.1 after them, and the board's symmetries widen the
+    # positions the model learns from: the positions after a missed block or a walk into
+    # a fork, which the model must judge for its search to avoid them. Without the
+    # openings and symmetries self-play narrows to a few games, and the search loses a
+    # fifth of its games to a random player; with them but without the random moves and
+    # the exploratory PUCT above, the search still loses to the exact solver on most
+    # seeds (benchmarks/notes.md has the runs).
     config=MuZeroConfig(
         num_envs=64,
         collect_steps=8,
@@ -711,6 +716,7 @@ _PRESETS["muzero_tic_tac_toe"] = Preset(
         unroll_steps=5,
         td_steps=9,
         random_opening_moves=2,
+        random_move_probability=0.1,
         augment_symmetries=True,
         absorbing_end=True,
         value_loss_weight=1.0,
@@ -718,7 +724,7 @@ _PRESETS["muzero_tic_tac_toe"] = Preset(
         decay_iterations=1200,
     ),
     iterations=1200,
-    description="tic-tac-toe, MuZero (MLP model, Gumbel 32 simulations), 64 games x 8 moves",
+    description="tic-tac-toe, MuZero (MLP model, PUCT 64 simulations), 64 games x 8 moves",
     eval_every=200,
 )
 _BUILT_IN = _BUILT_IN | {"muzero_tic_tac_toe"}

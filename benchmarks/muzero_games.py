@@ -6,6 +6,8 @@ opponents (the random player and the exact solver for tic-tac-toe).
     python -m benchmarks.muzero_games --seeds 0 1 2 --every 400
     python -m benchmarks.muzero_games --seeds 0 --config '{"unroll_steps": 9}'
     python -m benchmarks.muzero_games --seeds 0 --eval-simulations 16 32 64
+    python -m benchmarks.muzero_games --seeds 0 --set 'search="puct"' \
+        --set 'search_options={"num_simulations": 64, "temperature": 1.5}'
 
 Prints, per seed and every `--every` iterations, the training time so far, the last
 iteration's loss and value loss (and consistency loss, when on), and each agent's won /
@@ -28,9 +30,7 @@ import equinox as eqx
 import jax
 import numpy as np
 
-import azx
-
-from . import tictactoe_exact
+from . import _settings, tictactoe_exact
 from .muzero_cartpole import train_in_chunks
 
 
@@ -44,6 +44,14 @@ def main(argv=None):
         "--config", type=json.loads, default={}, help="JSON: changes to the preset's config"
     )
     parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a change to the preset (benchmarks._settings.preset_with): a config field, "
+        "search.X or network.X an option, or search / search_options",
+    )
+    parser.add_argument(
         "--eval-simulations",
         type=int,
         nargs="*",
@@ -55,7 +63,7 @@ def main(argv=None):
         "--save", default=None, help="a folder: each seed's trained network saved there"
     )
     args = parser.parse_args(argv)
-    preset = azx.presets.get(args.preset)
+    preset = _settings.preset_with(args.preset, args.set)
     preset = preset.replace(config=dataclasses.replace(preset.config, **args.config))
     iterations = args.iterations or preset.iterations
     for seed in args.seeds:
