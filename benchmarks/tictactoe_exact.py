@@ -109,7 +109,7 @@ def reachable_positions() -> Positions:
     found: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def walk(board: tuple[int, ...], moves: tuple[int, ...]) -> None:
-        if board in found or _winner(board) or 0 not in board:
+        if board in found or _over(board):
             return
         found[board] = moves
         mover = 1 if board.count(1) == board.count(2) else 2
@@ -275,7 +275,7 @@ def against_perfect_play(
     """
     env = env or azx.envs.make("tic_tac_toe")
     choose_after = eqx.filter_jit(lambda moves: choose(env, _replay(env, moves)))
-    seen: set[tuple[tuple[int, ...], int]] = set()
+    num_positions = 0
     mistakes = []
     # The positions where the agent is to move next, each with one line that reaches it:
     # the empty board (the agent first) and the opponent's optimal openings.
@@ -294,23 +294,28 @@ def against_perfect_play(
         for row, moves in enumerate(lines):
             padded[row, : len(moves)] = moves
         chosen = np.asarray(choose_after(jnp.asarray(padded)))[: len(lines)]
+        num_positions += len(lines)  # distinct boards: the frontier is keyed by board
         for moves, move in zip(lines, chosen.tolist(), strict=True):
-            seen.add((_board(moves), move))
             values = _move_values(_board(moves))
             if values.get(move, ILLEGAL) < max(values.values()):
                 mistakes.append((moves, move))
                 continue
             after = _board(moves + (move,))
-            if _winner(after) or 0 not in after:
+            if _over(after):
                 continue
             replies = _move_values(after)
             best = max(replies.values())
             for reply in (cell for cell, value in replies.items() if value == best):
                 line = moves + (move, reply)
                 board = _board(line)
-                if not (_winner(board) or 0 not in board):
+                if not _over(board):
                     frontier.setdefault(board, line)
-    return PerfectPlayResult(num_positions=len(seen), mistakes=mistakes)
+    return PerfectPlayResult(num_positions=num_positions, mistakes=mistakes)
+
+
+def _over(board: tuple[int, ...]) -> bool:
+    """The game has ended: a line is complete or the board is full."""
+    return bool(_winner(board)) or 0 not in board
 
 
 def _board(moves: tuple[int, ...]) -> tuple[int, ...]:
