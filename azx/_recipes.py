@@ -41,6 +41,7 @@ from .muzero import (
     MuZeroAgent,
     evaluate as muzero_evaluate,
     mlp_net,
+    resnet_net,
 )
 
 
@@ -685,7 +686,7 @@ class MuZeroRecipe(AlphaZeroRecipe):
 
     name: ClassVar[str] = "muzero"
     config_class: ClassVar[type] = MuZeroConfig
-    networks: ClassVar[tuple[str, ...]] = ("mlp",)
+    networks: ClassVar[tuple[str, ...]] = ("mlp", "resnet")
     # The full-move agent reads a value network's observations; MuZero's value is the
     # learned model's, on its embeddings.
     agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network")
@@ -706,7 +707,8 @@ class MuZeroRecipe(AlphaZeroRecipe):
             )
 
     def make_network(self, network, options, env, *, key):
-        return mlp_net(env.observation_shape, env.num_actions, key=key, **options)
+        make = {"mlp": mlp_net, "resnet": resnet_net}[network]
+        return make(env.observation_shape, env.num_actions, key=key, **options)
 
     def make_trainer(self, env, config):
         return MuZero(env, self.make_search(), config)

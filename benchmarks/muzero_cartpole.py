@@ -4,6 +4,12 @@ environment steps, and evaluations by the search over the learned model with its
 
     python -m benchmarks.muzero_cartpole --seeds 0 1 2 3 4
     python -m benchmarks.muzero_cartpole --seeds 1 4 --config '{"td_steps": 10}'
+    python -m benchmarks.muzero_cartpole --seeds 0 1 2 --vmap --set network='"resnet"'
+
+`--set FIELD=VALUE` changes the preset as in `benchmarks.muzero_games`; `--vmap` trains the
+seeds all at once in one program (as `azx train --seeds` does on an accelerator, where one
+seed leaves the card idle); each seed's numbers are then its own run's within float
+tolerance, not bit for bit.
 
 Prints, per seed, one line per `--report-every` iterations (environment steps, mean return
 of the self-play episodes that ended since the last line, losses, seconds of training so
@@ -21,6 +27,7 @@ import jax
 import numpy as np
 
 import azx
+from benchmarks._settings import preset_with
 
 
 def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __doc__):
@@ -36,54 +43,80 @@ def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __d
     parser.add_argument(
         "--search-options", type=json.loads, default=None, help="JSON: the search's options"
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a change to the preset (benchmarks._settings.preset_with); may repeat",
+    )
+    parser.add_argument(
+        "--vmap", action="store_true", help="train the seeds at once under vmap, in one program"
+    )
     args = parser.parse_args(argv)
-    preset = azx.presets.get(preset_name)
+    preset = preset_with(preset_name, args.set)
     preset = preset.replace(config=dataclasses.replace(preset.config, **args.config))
     if args.search_options is not None:
         preset = preset.replace(search_options=args.search_options)
     iterations = args.iterations or preset.iterations
     evaluate = eqx.filter_jit(azx.muzero.evaluate)
-    for seed in args.seeds:
-        trainer, state = preset.build(seed=seed)
+    if args.vmap:
+        trainer, states = preset.build_seeds(args.seeds, vmap=True)
+        runs = [(args.seeds, trainer, states, azx.parallel.over_seeds(trainer.train_and_record))]
+    else:
+        runs = [([seed], *preset.build(seed=seed)) for seed in args.seeds]
+        runs = [(seeds, trainer, state, trainer.train_and_record) for seeds, trainer, state in runs]
+    for seeds, trainer, state, train in runs:
         for state, metrics, done, training_seconds in train_in_chunks(
-            trainer, state, iterations, args.report_every
+            train, state, iterations, args.report_every
         ):
-            episodes = np.asarray(metrics.episodes)
-            returns = np.asarray(metrics.episode_return) * episodes
-            mean_return = returns.sum() / max(episodes.sum(), 1)
-            losses = {
-                name: float(np.mean(getattr(metrics, name)))
-                for name in ("loss", "value_loss", "reward_loss")
-            }
-            print(
-                f"seed {seed} env_steps {trainer.env_steps(state)} self-play return "
-                f"{mean_return:.1f} ({episodes.sum()} episodes) loss {losses['loss']:.3f} "
-                f"value {losses['value_loss']:.3f} reward {losses['reward_loss']:.3f} "
-                f"training {training_seconds:.0f} s",
-                flush=True,
-            )
-            if done % args.eval_every == 0 or done == iterations:
-                result = evaluate(
-                    trainer,
-                    state.net,
-                    num_episodes=args.eval_episodes,
-                    key=jax.random.key(10_000 + seed),
-                )
-                low, high = result.return_interval()
-                returns = np.asarray(result.returns)
-                print(
-                    f"seed {seed} env_steps {trainer.env_steps(state)} evaluation: mean "
-                    f"return {returns.mean():.1f} [{low:.1f}, {high:.1f}] min "
-                    f"{returns.min():.0f} over {returns.size} episodes",
-                    flush=True,
-                )
+            for index, seed in enumerate(seeds):
+                one_state, one_metrics = state, metrics
+                if args.vmap:
+                    one_state = azx.presets.take_seed(state, index)
+                    one_metrics = jax.tree.map(lambda x, i=index: x[i], metrics)
+                _report(args, trainer, seed, one_state, one_metrics, done, training_seconds)
+                if done % args.eval_every == 0 or done == iterations:
+                    _evaluate(args, evaluate, trainer, seed, one_state)
 
 
-def train_in_chunks(trainer, state, iterations: int, every: int):
-    """`trainer.train_and_record` over `iterations` in calls of at most `every`, yielding
-    after each call `(state, metrics, iterations done, seconds of training so far)`; the
-    seconds count the calls alone (the first one's compilation included)."""
-    train = eqx.filter_jit(trainer.train_and_record)
+def _report(args, trainer, seed, state, metrics, done, training_seconds):
+    episodes = np.asarray(metrics.episodes)
+    returns = np.asarray(metrics.episode_return) * episodes
+    mean_return = returns.sum() / max(episodes.sum(), 1)
+    losses = {
+        name: float(np.mean(getattr(metrics, name)))
+        for name in ("loss", "value_loss", "reward_loss")
+    }
+    print(
+        f"seed {seed} env_steps {trainer.env_steps(state)} self-play return "
+        f"{mean_return:.1f} ({episodes.sum()} episodes) loss {losses['loss']:.3f} "
+        f"value {losses['value_loss']:.3f} reward {losses['reward_loss']:.3f} "
+        f"training {training_seconds:.0f} s",
+        flush=True,
+    )
+
+
+def _evaluate(args, evaluate, trainer, seed, state):
+    result = evaluate(
+        trainer, state.net, num_episodes=args.eval_episodes, key=jax.random.key(10_000 + seed)
+    )
+    low, high = result.return_interval()
+    returns = np.asarray(result.returns)
+    print(
+        f"seed {seed} env_steps {trainer.env_steps(state)} evaluation: mean "
+        f"return {returns.mean():.1f} [{low:.1f}, {high:.1f}] min "
+        f"{returns.min():.0f} over {returns.size} episodes",
+        flush=True,
+    )
+
+
+def train_in_chunks(train_and_record, state, iterations: int, every: int):
+    """`train_and_record` (a trainer's, or over seeds) over `iterations` in calls of at
+    most `every`, yielding after each call `(state, metrics, iterations done, seconds of
+    training so far)`; the seconds count the calls alone (the first one's compilation
+    included)."""
+    train = eqx.filter_jit(train_and_record)
     seconds, done = 0.0, 0
     while done < iterations:
         chunk = min(every, iterations - done)

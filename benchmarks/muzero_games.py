@@ -70,7 +70,7 @@ def main(argv=None):
         trainer, state = preset.build(seed=seed)
         done = 0
         for state, metrics, done, seconds in train_in_chunks(
-            trainer, state, iterations, args.every
+            trainer.train_and_record, state, iterations, args.every
         ):
             scores = _scores(preset.recipe, trainer, state, seed)
             loss, value, consistency = (

@@ -6,6 +6,7 @@ import ast
 import dataclasses
 from pathlib import Path
 
+import jax
 import pytest
 
 import azx
@@ -69,3 +70,19 @@ def test_a_preset_names_what_does_not_fit_its_recipe():
     data = preset.to_dict() | {"search": "puct"}
     with pytest.raises(ValueError, match=r"unknown preset fields \['search'\]"):
         azx.presets.from_dict(data)
+
+
+def test_a_muzero_preset_builds_either_network():
+    # `network="resnet"` gives the residual model over the board's planes, as
+    # azx.muzero.resnet_net builds it; the error for another name lists both.
+    preset = azx.presets.get("muzero_tic_tac_toe").replace(
+        network="resnet", network_options={"channels": 8, "num_blocks": 1}
+    )
+    trainer, state = preset.build(seed=0)
+    assert isinstance(state.net.representation, azx.muzero.ResNetRepresentation)
+    observation = trainer.env.init(jax.random.key(0)).observation
+    assert state.net.representation(observation).shape == (8, 3, 3)
+    with pytest.raises(
+        ValueError, match="unknown network 'conv' for muzero; expected one of 'mlp', 'resnet'"
+    ):
+        preset.replace(network="conv")
