@@ -60,13 +60,7 @@ def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __d
         preset = preset.replace(search_options=args.search_options)
     iterations = args.iterations or preset.iterations
     evaluate = eqx.filter_jit(azx.muzero.evaluate)
-    if args.vmap:
-        trainer, states = preset.build_seeds(args.seeds, vmap=True)
-        runs = [(args.seeds, trainer, states, azx.parallel.over_seeds(trainer.train_and_record))]
-    else:
-        runs = [([seed], *preset.build(seed=seed)) for seed in args.seeds]
-        runs = [(seeds, trainer, state, trainer.train_and_record) for seeds, trainer, state in runs]
-    for seeds, trainer, state, train in runs:
+    for seeds, trainer, state, train in _runs(preset, args.seeds, vmap=args.vmap):
         for state, metrics, done, training_seconds in train_in_chunks(
             train, state, iterations, args.report_every
         ):
@@ -75,12 +69,24 @@ def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __d
                 if args.vmap:
                     one_state = azx.presets.take_seed(state, index)
                     one_metrics = jax.tree.map(lambda x, i=index: x[i], metrics)
-                _report(args, trainer, seed, one_state, one_metrics, done, training_seconds)
+                _report(trainer, seed, one_state, one_metrics, training_seconds)
                 if done % args.eval_every == 0 or done == iterations:
                     _evaluate(args, evaluate, trainer, seed, one_state)
 
 
-def _report(args, trainer, seed, state, metrics, done, training_seconds):
+def _runs(preset, seeds, *, vmap: bool):
+    """`(seeds, trainer, state, train_and_record)` for each program to train: one for all
+    `seeds` stacked under `vmap`, otherwise one per seed, built as its turn comes."""
+    if vmap:
+        trainer, states = preset.build_seeds(seeds, vmap=True)
+        yield seeds, trainer, states, azx.parallel.over_seeds(trainer.train_and_record)
+        return
+    for seed in seeds:
+        trainer, state = preset.build(seed=seed)
+        yield [seed], trainer, state, trainer.train_and_record
+
+
+def _report(trainer, seed, state, metrics, training_seconds):
     episodes = np.asarray(metrics.episodes)
     returns = np.asarray(metrics.episode_return) * episodes
     mean_return = returns.sum() / max(episodes.sum(), 1)
