@@ -136,11 +136,16 @@ def flip(board):
     return np.concatenate([-board[23::-1], -board[[25, 24, 27, 26]]])
 
 
+@jax.jit
+def _pgx_steps(states, actions):
+    """pgx's own backgammon step on each row (compiled once per batch size, for every
+    position the reference below expands)."""
+    return jax.vmap(lambda s, a: BACKGAMMON.env.step(s, a, jax.random.key(0)))(states, actions)
+
+
 def pgx_final_boards(state):
     """Every board (the mover's view) that pgx's own step reaches from `state` by playing
     micro-actions until the turn passes or the game ends: the brute-force reference."""
-    env = BACKGAMMON.env
-    step = jax.jit(jax.vmap(lambda s, a: env.step(s, a, jax.random.key(0))))
     turn = int(state._turn)
     frontier = jax.tree.map(lambda x: np.asarray(x)[None], state)
     finals, seen = set(), set()
@@ -150,7 +155,7 @@ def pgx_final_boards(state):
         rows = np.resize(rows, pad)
         actions = np.resize(actions, pad)
         with third_party_numerics():
-            out = jax.device_get(step(jax.tree.map(lambda x: x[rows], frontier), actions))
+            out = jax.device_get(_pgx_steps(jax.tree.map(lambda x: x[rows], frontier), actions))
         keep = []
         for i in range(pad):
             board = np.asarray(out._board[i])
