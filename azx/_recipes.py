@@ -673,6 +673,9 @@ RECIPES: dict[str, type[AbstractRecipe]] = {
 # ----------------------------------------------------------------------------- MuZero
 
 
+_MUZERO_NETWORKS = {"mlp": mlp_net, "resnet": resnet_net}
+
+
 @dataclasses.dataclass(frozen=True)
 class MuZeroRecipe(AlphaZeroRecipe):
     """MuZero ([`azx.muzero.MuZero`][]): its search, and how `azx train` evaluates it.
@@ -686,7 +689,7 @@ class MuZeroRecipe(AlphaZeroRecipe):
 
     name: ClassVar[str] = "muzero"
     config_class: ClassVar[type] = MuZeroConfig
-    networks: ClassVar[tuple[str, ...]] = ("mlp", "resnet")
+    networks: ClassVar[tuple[str, ...]] = tuple(_MUZERO_NETWORKS)
     # The full-move agent reads a value network's observations; MuZero's value is the
     # learned model's, on its embeddings.
     agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network")
@@ -707,7 +710,7 @@ class MuZeroRecipe(AlphaZeroRecipe):
             )
 
     def make_network(self, network, options, env, *, key):
-        make = {"mlp": mlp_net, "resnet": resnet_net}[network]
+        make = _MUZERO_NETWORKS[network]
         return make(env.observation_shape, env.num_actions, key=key, **options)
 
     def make_trainer(self, env, config):

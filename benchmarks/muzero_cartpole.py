@@ -4,7 +4,7 @@ environment steps, and evaluations by the search over the learned model with its
 
     python -m benchmarks.muzero_cartpole --seeds 0 1 2 3 4
     python -m benchmarks.muzero_cartpole --seeds 1 4 --config '{"td_steps": 10}'
-    python -m benchmarks.muzero_cartpole --seeds 0 1 2 --vmap --set network='"resnet"'
+    python -m benchmarks.muzero_cartpole --seeds 0 1 2 --vmap --set td_steps=20
 
 `--set FIELD=VALUE` changes the preset as in `benchmarks.muzero_games`; `--vmap` trains the
 seeds all at once in one program (as `azx train --seeds` does on an accelerator, where one
@@ -68,7 +68,7 @@ def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __d
                 one_state, one_metrics = state, metrics
                 if args.vmap:
                     one_state = azx.presets.take_seed(state, index)
-                    one_metrics = jax.tree.map(lambda x, i=index: x[i], metrics)
+                    one_metrics = azx.presets.take_seed(metrics, index)
                 _report(trainer, seed, one_state, one_metrics, training_seconds)
                 if done % args.eval_every == 0 or done == iterations:
                     _evaluate(args, evaluate, trainer, seed, one_state)

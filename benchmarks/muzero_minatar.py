@@ -5,8 +5,12 @@ same number of environment steps (`python -m benchmarks.ppo_learning ppo_breakou
 --iterations N`, N x 8,192 steps).
 
     python -m benchmarks.muzero_minatar --seeds 0 1 2 --report-every 100 --eval-every 200
+    python -m benchmarks.muzero_minatar --seeds 0 1 2 --vmap --report-every 80 \
+        --eval-every 160 --set network='"resnet"' --set network_options='{"support_size": 10}' \
+        --config '{"consistency_loss_weight": 2.0}'
 
-The options and the printed lines are those of `benchmarks.muzero_cartpole`.
+The options and the printed lines are those of `benchmarks.muzero_cartpole`; the second
+command is the residual model with the consistency loss, seeds at once (for a GPU).
 """
 
 from benchmarks.muzero_cartpole import main as _main
