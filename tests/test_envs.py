@@ -69,7 +69,11 @@ def _play_to_the_end(env, key):
     return done, stats, observation
 
 
-@pytest.mark.parametrize("name", GAMES)
+# Go's games are the longest to play out (about 10 s of the test): the slow tier plays them.
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(name, marks=pytest.mark.slow) if name == "go_9x9" else name for name in GAMES],
+)
 def test_random_play_under_jit_and_vmap(name):
     env = azx.envs.make(name)
     play = jax.jit(jax.vmap(lambda key: _play_to_the_end(env, key)))

@@ -86,7 +86,17 @@ def _model_search(search, model, states, key):
     return search.search(model, tree, states, key=key)
 
 
-@pytest.mark.parametrize("index", range(4), ids=["puct", "gumbel", "mctx_puct", "mctx_gumbel"])
+# The default run checks native PUCT and mctx's Gumbel; the slow tier adds the other two.
+@pytest.mark.parametrize(
+    "index",
+    [
+        0,
+        pytest.param(1, marks=pytest.mark.slow),
+        pytest.param(2, marks=pytest.mark.slow),
+        3,
+    ],
+    ids=["puct", "gumbel", "mctx_puct", "mctx_gumbel"],
+)
 def test_exact_model_decides_as_the_environment_search(index):
     search = _searches()[index]
     env = azx.envs.make("tic_tac_toe")

@@ -55,7 +55,17 @@ def _observations(env, key):
     return jax.vmap(env.observation)(states)
 
 
-@pytest.mark.parametrize("name", GAMES)
+# The default run checks a board of planes (tic-tac-toe), the chance games (2048's tile
+# planes, backgammon's flat vector); the slow tier adds the other boards.
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow)
+        if name in {"connect_four", "othello", "go_9x9"}
+        else name
+        for name in GAMES
+    ],
+)
 def test_shapes_dtypes_and_gradients(name):
     env = azx.envs.make(name)
     observation = _observations(env, jax.random.key(0))

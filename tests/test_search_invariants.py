@@ -267,19 +267,34 @@ def _two_moves(search, env, net, states):
 
     @eqx.filter_jit
     def run(states):
-        tree, outputs = search.init(env, BATCH), []
-        for move in range(2):
-            output = search(net, env, tree, states, key=jax.random.key(move))
-            outputs.append(output)
+        def move(carry, seed):
+            tree, states = carry
+            output = search(net, env, tree, states, key=jax.random.key(seed))
             keys = jax.random.split(jax.random.key(9), BATCH)
             states = jax.vmap(env.step)(states, output.action, keys)
             tree = search.advance(output.tree, output.action, jax.vmap(env.terminated)(states))
+            return (tree, states), output
+
+        # One search compiled and scanned over the two moves, not two copies of it.
+        _, outputs = jax.lax.scan(move, (search.init(env, BATCH), states), jnp.arange(2))
         return outputs
 
-    return run(states)
+    outputs = run(states)
+    return [jax.tree.map(lambda x: x[move], outputs) for move in range(2)]
 
 
-@pytest.mark.parametrize("name", sorted(BACKUP_CASES))
+# The default run checks PUCT with a tree that fills up, Gumbel with its considered
+# actions, and Gumbel backing up discounted rewards; the slow tier adds the other three.
+SLOW_BACKUP_CASES = {"puct", "puct-chain-discount", "gumbel-capacity-3-depth-2"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name in SLOW_BACKUP_CASES else name
+        for name in sorted(BACKUP_CASES)
+    ],
+)
 def test_every_backend_agrees_with_the_reference_bit_for_bit(name):
     """With `RowBackend` the backup runs one batch row at a time (`azx.search._rows`)
     and PUCT's descent finishes its last rows one at a time; with `LockstepBackend` all
@@ -311,7 +326,15 @@ ORDER_CASES = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(ORDER_CASES))
+# The default run checks the two cases that differ from the plain one (fewer considered
+# actions with reuse, a tree that fills up); the slow tier adds the plain one.
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.slow) if name == "default" else name
+        for name in sorted(ORDER_CASES)
+    ],
+)
 def test_gumbel_rounds_in_any_order_leave_the_same_statistics(name):
     """Rounds of sequential halving that visit every candidate once run in any order
     (`reorder_rounds=True`, the default); over two moves with Gumbel noise, the searches must

@@ -129,7 +129,10 @@ def _compare(algo, env, net, gamma, tree_normalisation, seed):
 
 
 @pytest.mark.parametrize("algo", ["puct", "gumbel"])
-@pytest.mark.parametrize("game", ["connect_four", "tic_tac_toe"])
+# The slow tier repeats the comparison on connect four.
+@pytest.mark.parametrize(
+    "game", [pytest.param("connect_four", marks=pytest.mark.slow), "tic_tac_toe"]
+)
 def test_two_player_games_agree_with_mctx(algo, game):
     env = azx.envs.make(game)
     net = mlp(env, seed=1)

@@ -35,7 +35,14 @@ def _small_alphazero():
     ("make", "vmap"),
     [
         pytest.param(lambda: azx.presets.get("ppo_cartpole"), True, id="ppo-vmap"),
-        pytest.param(lambda: azx.presets.get("ppo_cartpole"), False, id="ppo-one-after-another"),
+        # Seeds one after another are bit for bit their own runs: AlphaZero checks it in
+        # the default run, PPO in the slow tier.
+        pytest.param(
+            lambda: azx.presets.get("ppo_cartpole"),
+            False,
+            id="ppo-one-after-another",
+            marks=pytest.mark.slow,
+        ),
         # AlphaZero vmaps its seeds on accelerators only (`Preset.vmaps_seeds`).
         pytest.param(_small_alphazero, True, id="alphazero-vmap", marks=pytest.mark.slow),
         pytest.param(_small_alphazero, False, id="alphazero-one-after-another"),
