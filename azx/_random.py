@@ -28,8 +28,9 @@ def gamma(
 
     The distribution is that of `jax.random.gamma`, which runs this rejection loop one
     proposal per iteration until every sample in the batch has accepted, each iteration a
-    handful of small kernels: for AlphaZero's root noise (256 rows of 7) it took 1.1 ms on
-    the 2-core development CPU, this 0.4 ms (`docs/search.md`, eighth round).
+    handful of small kernels; this draws every sample in a few rounds of batched proposals
+    (for AlphaZero's root noise, 256 rows of 7, about a third of `jax.random.gamma`'s time
+    on a 2-core CPU; `benchmarks/notes.md` has the measurement).
     """
     if not alpha > 0:
         raise ValueError(f"alpha must be positive, got {alpha}")

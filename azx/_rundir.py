@@ -188,12 +188,13 @@ class Run:
     env: AbstractEnv
     trainer: AbstractTrainer
     state: Any
-    """The whole training state at `iteration` (an `azx.alphazero.TrainState` or an
-    `azx.ppo.TrainState`: parameters, optimiser, environments, and the rest)."""
+    """The whole training state at `iteration` (an `azx.alphazero.TrainState`,
+    `azx.ppo.TrainState` or `azx.muzero.TrainState`: parameters, optimiser, environments,
+    and the rest)."""
 
     @property
     def algorithm(self) -> str:
-        """The name of the preset's recipe: `"alphazero"` or `"ppo"`."""
+        """The name of the preset's recipe: `"alphazero"`, `"ppo"` or `"muzero"`."""
         return self.preset.recipe.name
 
     @property

@@ -87,7 +87,7 @@ class Preset(Generic[RecipeT]):
 
     @property
     def algorithm(self) -> str:
-        """The recipe's name: `"alphazero"` or `"ppo"`."""
+        """The recipe's name: `"alphazero"`, `"ppo"` or `"muzero"`."""
         return self.recipe.name
 
     def replace(self, **changes) -> "Preset[RecipeT]":

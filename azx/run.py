@@ -7,7 +7,8 @@ A run directory holds
 - `metrics.jsonl`: one JSON object per logged iteration (losses, throughput and, where an
   evaluation ran, its results), the first one the untrained agent's evaluation at
   iteration 0;
-- `checkpoints/`: orbax checkpoints of the whole training state (the last three);
+- `checkpoints/`: orbax checkpoints of the whole training state (the newest three, and
+  those at multiples of the evaluation interval);
 - `learning_curve.png`: losses and evaluation scores (AlphaZero) or returns (PPO) over
   training;
 - `evals/`: results written by `azx eval`.
