@@ -5,13 +5,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tiers import slow_repeats
 from _trainer_setup import tic_tac_toe
 from test_search_common import assert_trees_equal
 
 import azx
 
 
-@pytest.mark.parametrize("search", ["gumbel", "puct"])
+# The slow tier repeats the check with Gumbel.
+@pytest.mark.parametrize("search", slow_repeats(["gumbel", "puct"], {"gumbel"}))
 def test_step_is_pure_compiles_once_and_scans_exactly(search):
     trainer, state = tic_tac_toe(search=search, reuse_tree=search == "puct")
     step = eqx.filter_jit(eqx.debug.assert_max_traces(trainer.step, max_traces=1))
@@ -177,7 +179,10 @@ def test_same_step_trains_2048_single_player_with_chance():
     assert float(trained.mean()) > 2.0 * float(untrained.mean())
 
 
-@pytest.mark.parametrize(("opening", "probability"), [(0, 0.0), (2, 0.0), (0, 1.0)])
+# The slow tier repeats the check with two random opening moves.
+@pytest.mark.parametrize(
+    ("opening", "probability"), slow_repeats([(0, 0.0), (2, 0.0), (0, 1.0)], {(2, 0.0)})
+)
 def test_random_moves_replace_the_search_choice_where_asked(opening, probability):
     # A deterministic search (uniform prior, zero value, temperature 0, no noise): the
     # moves played are its own choices except in the first `opening` moves of each game,

@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _games import SubtractionGame
+from _tiers import slow_repeats
 from hypothesis import given, settings
 
 import azx.envs
@@ -70,10 +71,7 @@ def _play_to_the_end(env, key):
 
 
 # Go's games are the longest to play out (about 10 s of the test): the slow tier plays them.
-@pytest.mark.parametrize(
-    "name",
-    [pytest.param(name, marks=pytest.mark.slow) if name == "go_9x9" else name for name in GAMES],
-)
+@pytest.mark.parametrize("name", slow_repeats(GAMES, {"go_9x9"}))
 def test_random_play_under_jit_and_vmap(name):
     env = azx.envs.make(name)
     play = jax.jit(jax.vmap(lambda key: _play_to_the_end(env, key)))
@@ -111,7 +109,8 @@ def test_declared_sizes_match_states(name):
     assert all(isinstance(d, int) for d in env.observation_shape)
 
 
-@pytest.mark.parametrize("name", GAMES)
+# The default run checks a board game and the chance games; the slow tier the other boards.
+@pytest.mark.parametrize("name", slow_repeats(GAMES, {"connect_four", "othello", "go_9x9"}))
 def test_a_fresh_state_has_the_leaves_a_step_gives(name):
     # Unbatched, outside any transformation: the search builds its tree from such a state.
     env = azx.envs.make(name)

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tiers import slow_repeats
 from test_search_common import mlp, random_positions
 
 import azx
@@ -86,16 +87,9 @@ def _model_search(search, model, states, key):
     return search.search(model, tree, states, key=key)
 
 
-# The default run checks native PUCT and mctx's Gumbel; the slow tier adds the other two.
+# The default run checks native PUCT; the slow tier adds native Gumbel and mctx's two.
 @pytest.mark.parametrize(
-    "index",
-    [
-        0,
-        pytest.param(1, marks=pytest.mark.slow),
-        pytest.param(2, marks=pytest.mark.slow),
-        3,
-    ],
-    ids=["puct", "gumbel", "mctx_puct", "mctx_gumbel"],
+    "index", slow_repeats(range(4), {1, 2, 3}), ids=["puct", "gumbel", "mctx_puct", "mctx_gumbel"]
 )
 def test_exact_model_decides_as_the_environment_search(index):
     search = _searches()[index]
@@ -162,8 +156,14 @@ def _native_and_mctx(native, reference, model, roots, key):
     return out, out.tree.root_child_visits(), ref
 
 
-@pytest.mark.parametrize("algo", ["puct", "gumbel"])
-@pytest.mark.parametrize("two_player", [False, True])
+# The default run checks PUCT on one player and Gumbel on two; the slow tier the other two.
+@pytest.mark.parametrize(
+    ("algo", "two_player"),
+    slow_repeats(
+        [("puct", False), ("gumbel", True), ("puct", True), ("gumbel", False)],
+        {("puct", True), ("gumbel", False)},
+    ),
+)
 def test_native_search_over_a_learned_model_agrees_with_mctx(algo, two_player):
     model = _learned(two_player, support_size=6)
     if algo == "puct":

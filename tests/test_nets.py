@@ -5,6 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tiers import slow_repeats
 
 import azx.envs
 import azx.nets
@@ -55,17 +56,9 @@ def _observations(env, key):
     return jax.vmap(env.observation)(states)
 
 
-# The default run checks a board of planes (tic-tac-toe), the chance games (2048's tile
-# planes, backgammon's flat vector); the slow tier adds the other boards.
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.slow)
-        if name in {"connect_four", "othello", "go_9x9"}
-        else name
-        for name in GAMES
-    ],
-)
+# The default run checks a board of planes (tic-tac-toe) and a flat vector (backgammon);
+# the slow tier adds the other games.
+@pytest.mark.parametrize("name", slow_repeats(GAMES, {"connect_four", "othello", "go_9x9", "2048"}))
 def test_shapes_dtypes_and_gradients(name):
     env = azx.envs.make(name)
     observation = _observations(env, jax.random.key(0))

@@ -18,6 +18,7 @@ import pytest
 import scipy.integrate
 import scipy.stats
 from _games import Countdown
+from _tiers import slow_repeats
 
 import azx
 
@@ -144,7 +145,8 @@ def _continuous_trainer(env, distribution="tanh_normal", state_dependent_std=Fal
 
 @pytest.mark.parametrize(
     "distribution, state_dependent_std",
-    [("tanh_normal", False), ("beta", True), ("normal", True)],
+    # The slow tier repeats the check on the Beta.
+    slow_repeats([("tanh_normal", False), ("beta", True), ("normal", True)], {("beta", True)}),
 )
 def test_first_minibatch_recomputes_the_rollout_log_probs(
     pendulum, distribution, state_dependent_std

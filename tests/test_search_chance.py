@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tiers import slow_repeats
 from jaxtyping import Array, Bool, Float, Int
 
 import azx
@@ -150,7 +151,9 @@ def _root_q(game, search, num_simulations, chance_nodes):
     return np.asarray(q), np.asarray(visits), np.asarray(output.root_value)
 
 
-@pytest.mark.parametrize("name", sorted(SEARCHES))
+# The slow tier repeats the check with mctx (test_mctx_plans_over_pgx_chance has mctx
+# plan over chance in the default run).
+@pytest.mark.parametrize("name", slow_repeats(sorted(SEARCHES), {"mctx-puct"}))
 def test_a_chance_node_takes_the_expected_value_of_its_outcomes(name):
     """One move to square 2: walking pays 0, rolling pays 1 with probability 1/2 (a 2 or a
     4). With chance nodes the roll's Q is its expected value, to the rounding of visits
@@ -231,7 +234,8 @@ def _check_backups(tree, row):
     np.testing.assert_allclose((value * visits)[moving], total[moving], rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", ["puct", "gumbel"])
+# The slow tier repeats the check with Gumbel.
+@pytest.mark.parametrize("name", slow_repeats(["puct", "gumbel"], {"gumbel"}))
 def test_tree_reuse_follows_the_outcome_that_happened(name):
     """After the real move and the real roll, `advance` keeps the subtree under the chance
     node's child for that roll: the same nodes, in slot order, with the same statistics,

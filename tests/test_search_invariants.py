@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tiers import slow_repeats
 from hypothesis import given, settings, strategies as st
 from test_search_common import RewardChain, assert_trees_equal, mlp, random_positions
 
@@ -87,7 +88,10 @@ def _check_tree(tree: Tree, search):
             np.testing.assert_array_equal(visits[~terminal], below[~terminal])
 
 
-@pytest.mark.parametrize("name", sorted(SEARCHES))
+# The slow tier repeats the check on trees that fill up.
+@pytest.mark.parametrize(
+    "name", slow_repeats(sorted(SEARCHES), {"puct-capacity-5", "gumbel-capacity-3-depth-2"})
+)
 @settings(max_examples=3, deadline=None, derandomize=True)
 @given(seed=st.integers(0, 2**16))
 def test_invariants_over_several_moves(name, seed):
@@ -188,16 +192,12 @@ def test_parts_of_the_wrong_kind_are_refused(build, message):
         build()
 
 
-# The default run checks the largest board state (go) and the chance game; the slow tier
-# adds connect four and othello.
+# The default run checks the chance game; the slow tier adds the boards, go's the largest.
 @pytest.mark.parametrize(
     "game",
-    [
-        pytest.param("connect_four", marks=pytest.mark.slow),
-        pytest.param("othello", marks=pytest.mark.slow),
-        "go_9x9",
-        "2048",
-    ],
+    slow_repeats(
+        ["connect_four", "othello", "go_9x9", "2048"], {"connect_four", "othello", "go_9x9"}
+    ),
 )
 def test_storing_only_what_a_step_reads_changes_nothing(game):
     """The tree keeps only the state leaves that `step` reads (for pgx: not the observation
@@ -283,17 +283,14 @@ def _two_moves(search, env, net, states):
     return [jax.tree.map(lambda x: x[move], outputs) for move in range(2)]
 
 
-# The default run checks PUCT with a tree that fills up, Gumbel with its considered
-# actions, and Gumbel backing up discounted rewards; the slow tier adds the other three.
-SLOW_BACKUP_CASES = {"puct", "puct-chain-discount", "gumbel-capacity-3-depth-2"}
-
-
+# The default run checks PUCT with a tree that fills up and Gumbel backing up discounted
+# rewards; the slow tier adds the other four.
 @pytest.mark.parametrize(
     "name",
-    [
-        pytest.param(name, marks=pytest.mark.slow) if name in SLOW_BACKUP_CASES else name
-        for name in sorted(BACKUP_CASES)
-    ],
+    slow_repeats(
+        sorted(BACKUP_CASES),
+        {"puct", "puct-chain-discount", "gumbel", "gumbel-capacity-3-depth-2"},
+    ),
 )
 def test_every_backend_agrees_with_the_reference_bit_for_bit(name):
     """With `RowBackend` the backup runs one batch row at a time (`azx.search._rows`)
@@ -326,15 +323,9 @@ ORDER_CASES = {
 }
 
 
-# The default run checks the two cases that differ from the plain one (fewer considered
-# actions with reuse, a tree that fills up); the slow tier adds the plain one.
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.slow) if name == "default" else name
-        for name in sorted(ORDER_CASES)
-    ],
-)
+# The default run checks fewer considered actions with a reused tree; the slow tier adds
+# the plain search and a tree that fills up.
+@pytest.mark.parametrize("name", slow_repeats(sorted(ORDER_CASES), {"default", "capacity-9"}))
 def test_gumbel_rounds_in_any_order_leave_the_same_statistics(name):
     """Rounds of sequential halving that visit every candidate once run in any order
     (`reorder_rounds=True`, the default); over two moves with Gumbel noise, the searches must

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 import pytest
+from _tiers import slow_repeats
 from test_search_common import RewardChain, mlp, random_positions
 
 import azx
@@ -130,9 +131,7 @@ def _compare(algo, env, net, gamma, tree_normalisation, seed):
 
 @pytest.mark.parametrize("algo", ["puct", "gumbel"])
 # The slow tier repeats the comparison on connect four.
-@pytest.mark.parametrize(
-    "game", [pytest.param("connect_four", marks=pytest.mark.slow), "tic_tac_toe"]
-)
+@pytest.mark.parametrize("game", slow_repeats(["connect_four", "tic_tac_toe"], {"connect_four"}))
 def test_two_player_games_agree_with_mctx(algo, game):
     env = azx.envs.make(game)
     net = mlp(env, seed=1)
