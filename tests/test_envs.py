@@ -70,7 +70,7 @@ def _play_to_the_end(env, key):
     return done, stats, observation
 
 
-# Go's games are the longest to play out (about 10 s of the test): the slow tier plays them.
+# Go's games are the longest to play out: the slow tier plays them.
 @pytest.mark.parametrize("name", slow_repeats(GAMES, {"go_9x9"}))
 def test_random_play_under_jit_and_vmap(name):
     env = azx.envs.make(name)

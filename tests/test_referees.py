@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _optional import error_without
+from _tiers import slow_repeats
 from pgx.backgammon import _calc_win_score, _legal_action_mask
 
 import azx
@@ -584,7 +585,7 @@ def reference_move_values(env, net, state):
 
 
 # The preset's encoding in the default run; the slow tier adds pgx's own.
-@pytest.mark.parametrize("encoding", ["unary", pytest.param("pgx", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("encoding", slow_repeats(["unary", "pgx"], {"pgx"}))
 def test_value_move_agent_rates_moves_through_the_chance_adapter(encoding):
     """The agent's own board turning and dice table against pgx's steps and the adapter's
     21 outcomes: the same final positions, the same values, and its move the best."""

@@ -373,7 +373,7 @@ def test_a_wrapped_chance_game_is_searched_with_chance_nodes(name):
     np.testing.assert_array_equal(value2, 2 * value)
 
 
-@pytest.mark.parametrize("name", ["2048", pytest.param("backgammon", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", slow_repeats(["2048", "backgammon"], {"backgammon"}))
 def test_mctx_plans_over_pgx_chance(name):
     """pgx's games through mctx's stochastic search, with fewer actions than outcomes
     (2048: 4 and 32) and more (backgammon: 156 and 21): one key per row (mctx run row by
