@@ -14,7 +14,8 @@ tolerance, not bit for bit.
 Prints, per seed, one line per `--report-every` iterations (environment steps, mean return
 of the self-play episodes that ended since the last line, losses, seconds of training so
 far) and one line per evaluation (every `--eval-every` iterations and at the end: mean,
-minimum and 95% interval of the return over `--eval-episodes` episodes).
+minimum and 95% interval of the return over `--eval-episodes` episodes), and with
+`--sampled` a second line for the search with its self-play noise on.
 """
 
 import argparse
@@ -27,11 +28,12 @@ import jax
 import numpy as np
 
 import azx
-from benchmarks._settings import preset_with
+from benchmarks._settings import add_set_option, preset_with
 
 
 def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __doc__):
     parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--preset", default=preset_name, help=f"default: {preset_name}")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--iterations", type=int, default=None, help="default: the preset's")
     parser.add_argument("--report-every", type=int, default=20)
@@ -43,18 +45,19 @@ def main(argv=None, preset_name: str = "muzero_cartpole", description: str = __d
     parser.add_argument(
         "--search-options", type=json.loads, default=None, help="JSON: the search's options"
     )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="a change to the preset (benchmarks._settings.preset_with); may repeat",
-    )
+    add_set_option(parser)
     parser.add_argument(
         "--vmap", action="store_true", help="train the seeds at once under vmap, in one program"
     )
+    parser.add_argument(
+        "--sampled",
+        action="store_true",
+        help="also evaluate with the search as self-play runs it, its noise on",
+    )
     args = parser.parse_args(argv)
-    preset = preset_with(preset_name, args.set)
+    preset = preset_with(args.preset, args.set)
+    if not isinstance(preset.recipe, azx.presets.MuZeroRecipe):
+        parser.error(f"{args.preset} is not a MuZero preset")
     preset = preset.replace(config=dataclasses.replace(preset.config, **args.config))
     if args.search_options is not None:
         preset = preset.replace(search_options=args.search_options)
@@ -104,17 +107,23 @@ def _report(trainer, seed, state, metrics, training_seconds):
 
 
 def _evaluate(args, evaluate, trainer, seed, state):
-    result = evaluate(
-        trainer, state.net, num_episodes=args.eval_episodes, key=jax.random.key(10_000 + seed)
-    )
-    low, high = result.return_interval()
-    returns = np.asarray(result.returns)
-    print(
-        f"seed {seed} env_steps {trainer.env_steps(state)} evaluation: mean "
-        f"return {returns.mean():.1f} [{low:.1f}, {high:.1f}] min "
-        f"{returns.min():.0f} over {returns.size} episodes",
-        flush=True,
-    )
+    for greedy in (True, False) if args.sampled else (True,):
+        result = evaluate(
+            trainer,
+            state.net,
+            num_episodes=args.eval_episodes,
+            key=jax.random.key(10_000 + seed),
+            greedy=greedy,
+        )
+        low, high = result.return_interval()
+        returns = np.asarray(result.returns)
+        print(
+            f"seed {seed} env_steps {trainer.env_steps(state)} "
+            f"{'evaluation' if greedy else 'sampled evaluation'}: mean "
+            f"return {returns.mean():.1f} [{low:.1f}, {high:.1f}] min "
+            f"{returns.min():.0f} over {returns.size} episodes",
+            flush=True,
+        )
 
 
 def train_in_chunks(train_and_record, state, iterations: int, every: int):

@@ -43,14 +43,7 @@ def main(argv=None):
     parser.add_argument(
         "--config", type=json.loads, default={}, help="JSON: changes to the preset's config"
     )
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="a change to the preset (benchmarks._settings.preset_with): a config field, "
-        "search.X or network.X an option, or search / search_options",
-    )
+    _settings.add_set_option(parser)
     parser.add_argument(
         "--eval-simulations",
         type=int,

@@ -5,6 +5,8 @@ evaluated.
     python -m benchmarks.ppo_learning ppo_minigrid --seeds 5
     python -m benchmarks.ppo_learning ppo_pendulum --seeds 5 --threshold -250
     python -m benchmarks.ppo_learning ppo_breakout --seeds 3 --iterations 50
+    python -m benchmarks.ppo_learning ppo_breakout --seeds 3 --iterations 50 \
+        --set env='"gymnax:Freeway-MinAtar"'
     python -m benchmarks.ppo_learning ppo_minigrid_seed002 --seeds 10 --threshold 0.8 \
         --network-options '{"action_embedding_init": "standard_normal"}'
 
@@ -13,9 +15,10 @@ Every seed trains through `Preset.build` and `PPO.train_and_record` (the code of
 (sampling the policy, or its most likely action with `--greedy`). Prints each seed's mean
 evaluation return with its 95% interval and the time taken; `--threshold` counts the
 seeds whose mean return reaches it; `--network-options` (a JSON object) overrides some of
-the preset's network options, for an A/B of one of them. `last_training_return` in the
-JSON records is the mean return of the episodes that ended in the last iteration that had
-any (`null` if none ended in the whole run).
+the preset's network options, for an A/B of one of them; `--set FIELD=VALUE` changes the
+preset as in `benchmarks.muzero_games` (another environment, a field of its config).
+`last_training_return` in the JSON records is the mean return of the episodes that ended
+in the last iteration that had any (`null` if none ended in the whole run).
 """
 
 import argparse
@@ -27,6 +30,7 @@ import jax
 import numpy as np
 
 import azx
+from benchmarks._settings import add_set_option, preset_with
 
 
 def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: bool) -> dict:
@@ -95,8 +99,9 @@ def main(argv=None):
         default={},
         help="network options that replace the preset's, as JSON: '{\"hidden_size\": 32}'",
     )
+    add_set_option(parser)
     args = parser.parse_args(argv)
-    preset = azx.presets.get(args.preset)
+    preset = preset_with(args.preset, args.set)
     if not isinstance(preset.recipe, azx.presets.PPORecipe):
         parser.error(f"{args.preset} is not a PPO preset")
     if not isinstance(args.network_options, dict):

@@ -22,7 +22,7 @@ import jax
 from azx import arena
 from azx.run import evaluate
 
-from ._settings import preset_with
+from ._settings import add_set_option, preset_with
 
 
 def train(preset, seed: int, chunk: int):
@@ -42,7 +42,7 @@ def main() -> None:
     parser.add_argument("preset")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0])
     parser.add_argument("--iterations", type=int)
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    add_set_option(parser)
     parser.add_argument("--opponent", action="append", default=[])
     parser.add_argument("--games", type=int, default=200)
     parser.add_argument("--chunk", type=int, default=100)

@@ -350,7 +350,7 @@ def main() -> None:
     parser.add_argument("runs", nargs="*", help="tic_tac_toe run directories")
     parser.add_argument("--examples", type=int, default=5, help="missed positions to show")
     parser.add_argument("--train", type=int, nargs="+", metavar="SEED", help="train and check")
-    parser.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE")
+    _settings.add_set_option(parser)
     args = parser.parse_args()
     for directory in args.runs:
         run = azx.load_run(directory)

@@ -491,6 +491,13 @@ def test_evaluate_plays_whole_episodes_with_the_search():
     greedy = mz.greedy_search(trainer)
     assert greedy.root_policy.gumbel_scale == 0.0
     assert mz.greedy_search(_trainer(azx.search.PUCT(4))[0]).root_policy.temperature == 0.0
+    # greedy=False plays the trainer's own search as it is: for a trainer that already
+    # searches noise-free, the very episodes of the greedy evaluation.
+    noise_free = mz.MuZero(trainer.env, greedy, trainer.config)
+    sampled = eqx.filter_jit(mz.evaluate)(
+        noise_free, state.net, num_episodes=3, key=jax.random.key(0), max_steps=30, greedy=False
+    )
+    np.testing.assert_array_equal(np.asarray(sampled.lengths), lengths)
 
 
 def test_preset_round_trips_and_builds():

@@ -29,11 +29,21 @@ def greedy_search(trainer: MuZero):
 
 
 def evaluate(
-    trainer: MuZero, net, *, num_episodes: int, key: PRNGKey, max_steps: int = 100_000
+    trainer: MuZero,
+    net,
+    *,
+    num_episodes: int,
+    key: PRNGKey,
+    max_steps: int = 100_000,
+    greedy: bool = True,
 ) -> EvaluationResult:
     """Play `num_episodes` episodes of a single-player `trainer.env`, all at once, each
-    move chosen by the trainer's search over `net`'s learned model with its exploration
-    off ([`azx.muzero.greedy_search`][]).
+    move chosen by the trainer's search over `net`'s learned model: with its exploration
+    off ([`azx.muzero.greedy_search`][]), or with `greedy=False` the search as self-play
+    runs it (Gumbel noise at the root, or PUCT's move drawn from its visit counts), as
+    [`azx.ppo.evaluate`][] samples its policy. A greedy player can loop forever in a
+    state it never leaves (a chicken that waits at the roadside in MinAtar Freeway); the
+    sampled one does not.
 
     **Returns:** an [`azx.ppo.EvaluationResult`][] (returns, lengths, whether each episode
     ended within `max_steps`).
@@ -46,7 +56,7 @@ def evaluate(
             f"evaluate plays single-player episodes; the environment has "
             f"num_players={env.num_players}"
         )
-    search = greedy_search(trainer)
+    search = greedy_search(trainer) if greedy else trainer.search
     env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), num_episodes))
 
     def move(state):
