@@ -744,10 +744,13 @@ class MuZeroRecipe(AlphaZeroRecipe):
         return super().agent(net, kind, num_simulations, env)
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
-        del greedy  # the search plays without exploration
+        # The search without its exploration unless sampling is asked for (greedy=False).
         if trainer.env.num_players != 1:
             raise RunError("episodes need a single-player environment; this run's has two")
-        return _muzero_evaluate(trainer, state.net, num_episodes=num_episodes, key=key)
+        greedy = True if greedy is None else greedy
+        return _muzero_evaluate(
+            trainer, state.net, num_episodes=num_episodes, key=key, greedy=greedy
+        )
 
 
 _muzero_evaluate = eqx.filter_jit(muzero_evaluate)

@@ -233,8 +233,10 @@ class Run:
     def play_episodes(
         self, num_episodes: int, *, key, greedy: bool | None = None
     ) -> ppo.EvaluationResult:
-        """`num_episodes` episodes of the trained policy ([`azx.ppo.evaluate`][]), greedy
-        or sampled as the preset evaluates unless `greedy` is given (PPO runs)."""
+        """`num_episodes` episodes of the trained policy: a PPO run's
+        ([`azx.ppo.evaluate`][]) greedy or sampled as the preset evaluates unless `greedy`
+        is given; a single-player MuZero run's by its search ([`azx.muzero.evaluate`][]),
+        its exploration off unless `greedy=False`."""
         try:
             return self.preset.recipe.play_episodes(
                 self.trainer, self.state, num_episodes, key=key, greedy=greedy

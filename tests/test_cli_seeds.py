@@ -8,6 +8,7 @@ Small runs of the real ppo_cartpole preset (two iterations): the point is the pl
 import json
 import shutil
 
+import jax
 import numpy as np
 import pytest
 from _cli import azx_cli
@@ -153,3 +154,15 @@ def test_muzero_seeds_train_one_after_another_as_their_own_runs(tmp_path):
         for path in (tmp_path / "both" / "seed1", tmp_path / "one")
     )
     assert together == alone and len(alone) == 3
+    # The run's episodes are its search's, exploration off unless sampling is asked for.
+    run = azx.load_run(tmp_path / "one")
+    for greedy, search_greedily in ((None, True), (True, True), (False, False)):
+        direct = azx.muzero.evaluate(
+            run.trainer,
+            run.state.net,
+            num_episodes=2,
+            key=jax.random.key(5),
+            greedy=search_greedily,
+        )
+        played = run.play_episodes(2, key=jax.random.key(5), greedy=greedy)
+        np.testing.assert_array_equal(np.asarray(played.lengths), np.asarray(direct.lengths))
