@@ -510,15 +510,22 @@ def test_preset_round_trips_and_builds():
         azx.presets.register(preset)
 
 
-def test_breakout_preset_round_trips():
-    preset = azx.presets.get("muzero_breakout")
+@pytest.mark.parametrize(
+    "name, planes, ppo_iterations",
+    [("muzero_breakout", 4, 50), ("muzero_freeway", 7, 20)],
+    ids=["breakout", "freeway"],
+)
+def test_minatar_presets_round_trip(name, planes, ppo_iterations):
+    preset = azx.presets.get(name)
     assert azx.presets.from_dict(preset.to_dict()) == preset
     config = preset.config
-    # The run is ppo_breakout's first 50 iterations of 64 x 128 steps, step for step.
-    assert config.num_envs * config.collect_steps * preset.iterations == 50 * 64 * 128
+    # The run is as long as ppo_iterations of ppo_breakout's 64 x 128 steps: the two are
+    # compared at equal environment steps.
+    steps = config.num_envs * config.collect_steps * preset.iterations
+    assert steps == ppo_iterations * 64 * 128
     assert config.decay_iterations == preset.iterations
     env = preset.make_env()
-    assert env.observation_shape == (10, 10, 4) and env.num_actions == 3
+    assert env.observation_shape == (10, 10, planes) and env.num_actions == 3
 
 
 @pytest.mark.slow
