@@ -16,6 +16,17 @@ def test_scaling_round_trips_and_matches_its_formula():
     expected = np.sign(x64) * (np.sqrt(np.abs(x64) + 1) - 1) + 1e-3 * x64
     np.testing.assert_allclose(np.asarray(y), expected, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(np.asarray(mz.unscale_value(y)), x64, rtol=1e-4, atol=1e-3)
+    # Near 0 the inverse keeps float32's relative precision (h^-1(y) ~ 2 y / (1 + 2 eps)).
+    small = jnp.array([1e-7, -3e-6, 2e-4, -1e-2], jnp.float32)
+    small64 = np.asarray(small, np.float64)
+    eps = mz.SCALING_EPSILON
+    root64 = (np.sqrt(1 + 4 * eps * (np.abs(small64) + 1 + eps)) - 1) / (2 * eps)
+    np.testing.assert_allclose(
+        np.asarray(mz.unscale_value(small)), np.sign(small64) * (root64**2 - 1), rtol=1e-5
+    )
+    np.testing.assert_allclose(
+        np.asarray(mz.unscale_value(mz.scale_value(small))), small64, rtol=1e-5
+    )
     # h is odd and increasing, and shrinks large values to about their square root.
     assert np.all(np.diff(np.asarray(y)[:2001]) > 0)
     assert abs(float(mz.scale_value(jnp.float32(100.0))) - (np.sqrt(101) - 1 + 0.1)) < 1e-5
@@ -47,6 +58,16 @@ def test_two_hot_matches_numpy_reference_and_inverts(support_size):
     np.testing.assert_allclose(np.asarray(probabilities).sum(-1), 1.0, atol=1e-6)
     mean = mz.expected_value(probabilities, support_size)
     np.testing.assert_allclose(np.asarray(mean), np.clip(x, -support_size, support_size), atol=1e-5)
+    # The mean is exactly odd: the mirrored distribution's is its negation, and a
+    # symmetric distribution's (the softmax of equal logits) is exactly 0.
+    logits = jax.random.normal(jax.random.key(support_size), (5, 2 * support_size + 1))
+    probabilities = jax.nn.softmax(logits)
+    np.testing.assert_array_equal(
+        np.asarray(mz.expected_value(jnp.flip(probabilities, -1), support_size)),
+        -np.asarray(mz.expected_value(probabilities, support_size)),
+    )
+    uniform = jax.nn.softmax(jnp.zeros(2 * support_size + 1))
+    assert float(mz.expected_value(uniform, support_size)) == 0.0
 
 
 def test_support_and_bad_sizes():
@@ -126,3 +147,38 @@ def test_residual_networks_shapes_and_embedding_range(support_size):
     assert not np.allclose(np.asarray(other), np.asarray(next_embedding))
     with pytest.raises(ValueError, match="batch with jax.vmap"):
         net.represent(observations)
+
+
+@pytest.mark.parametrize("network", ["mlp", "resnet"])
+def test_zero_heads_start_uniform_and_change_nothing_else(network):
+    observation_shape, num_actions, support_size = (4, 5, 3), 6, 4
+    factory, sizes = {
+        "mlp": (mz.mlp_net, {"width": 16}),
+        "resnet": (mz.resnet_net, {"channels": 8}),
+    }[network]
+
+    def make(**kw):
+        return factory(observation_shape, num_actions, **sizes, **kw)
+
+    plain = make(support_size=support_size, key=jax.random.key(0))
+    zeroed = make(support_size=support_size, zero_heads=True, key=jax.random.key(0))
+    # The same weights as without the option, but for the three heads' last layers.
+    plain_leaves, zeroed_leaves = jax.tree.leaves(plain), jax.tree.leaves(zeroed)
+    changed = [not np.array_equal(a, b) for a, b in zip(plain_leaves, zeroed_leaves)]
+    assert sum(changed) == 6  # weight and bias of the policy, value and reward heads
+    assert all(not np.any(np.asarray(b)) for b, c in zip(zeroed_leaves, changed) if c)
+    # In every state: a uniform policy, and a value and reward of exactly 0.
+    observations = jax.random.normal(jax.random.key(1), (5,) + observation_shape)
+    embedding = jax.vmap(zeroed.represent)(observations)
+    np.testing.assert_array_equal(
+        np.asarray(embedding), np.asarray(jax.vmap(plain.represent)(observations))
+    )
+    actions = jnp.arange(5, dtype=jnp.int32)
+    reward, child = jax.vmap(zeroed.step)(embedding, actions)
+    for state in (embedding, child):
+        logits, value = jax.vmap(zeroed.predict)(state)
+        np.testing.assert_array_equal(np.asarray(logits), 0.0)
+        np.testing.assert_array_equal(np.asarray(value), 0.0)
+    np.testing.assert_array_equal(np.asarray(reward), 0.0)
+    with pytest.raises(TypeError, match="parameter 'zero_heads'"):
+        make(zero_heads="yes", key=jax.random.key(0))

@@ -111,9 +111,15 @@ def test_exact_model_decides_as_the_environment_search(index):
             )
 
 
-def _learned(two_player, support_size):
+def _learned(two_player, support_size, zero_heads=False):
     net = mz.mlp_net(
-        (5,), 4, embedding_size=8, width=16, support_size=support_size, key=jax.random.key(3)
+        (5,),
+        4,
+        embedding_size=8,
+        width=16,
+        support_size=support_size,
+        zero_heads=zero_heads,
+        key=jax.random.key(3),
     )
     return mz.LearnedModel(net=net, gamma=0.9, two_player=two_player)
 
@@ -233,3 +239,33 @@ def test_search_over_convolutional_embeddings_agrees_with_mctx():
     )
     np.testing.assert_array_equal(np.asarray(out.action), np.asarray(ref.action))
     assert out.tree.state.shape == (BATCH, SIMULATIONS + 1, 8, 3, 3)
+
+
+@pytest.mark.parametrize("zero_heads", [False, True])
+def test_search_over_an_untrained_model_with_zero_heads_is_uniform(zero_heads):
+    """With the heads started at zero every Q is equal, so Gumbel's improved policy is the
+    uniform prior over the legal actions and its actions are uniform draws (mctx, the
+    reference, agrees); with random heads neither holds."""
+    model = _learned(two_player=False, support_size=6, zero_heads=zero_heads)
+    root_policy = SequentialHalving()
+    native = Gumbel(SIMULATIONS, gamma=0.9, root_policy=root_policy)
+    reference = MctxGumbel(SIMULATIONS, gamma=0.9, root_policy=root_policy)
+    roots = _observations(0)
+    legal = np.asarray(roots.legal_action_mask)
+    uniform = legal / legal.sum(-1, keepdims=True)
+    out, _, ref = _native_and_mctx(native, reference, model, roots, jax.random.key(0))
+    for target in (out.policy_target, ref.action_weights):
+        close = np.allclose(np.asarray(target), uniform, atol=1e-6)
+        assert close == zero_heads
+    if zero_heads:
+        np.testing.assert_array_equal(np.asarray(out.root_value), 0.0)
+        # Many searches from one position: each legal action about equally often.
+        position = jax.tree.map(lambda x: jnp.repeat(x[:1], BATCH, axis=0), roots)
+        keys = jax.random.split(jax.random.key(1), 64)
+        actions = jax.vmap(
+            lambda k: _native_and_mctx(native, reference, model, position, k)[0].action
+        )(keys)
+        counts = np.bincount(np.asarray(actions).ravel(), minlength=4)
+        expected = legal[0] / legal[0].sum() * actions.size
+        assert np.all(counts[~legal[0]] == 0)
+        assert np.all(np.abs(counts - expected)[legal[0]] < 5 * np.sqrt(expected[legal[0]]))

@@ -288,19 +288,49 @@ def mlp_net(
     width: int = 128,
     depth: int = 2,
     support_size: int | None = None,
+    zero_heads: bool = False,
     key: PRNGKey,
 ) -> MuZeroNet:
     """A [`azx.muzero.MuZeroNet`][] of three fully connected networks of `width` units and
-    `depth` hidden layers each; `support_size` as in `MuZeroNet`."""
+    `depth` hidden layers each; `support_size` as in `MuZeroNet`.
+
+    `zero_heads=True` starts the last layers of the policy, value and reward heads at
+    zero: the untrained model predicts a uniform policy and a value and reward of 0 in
+    every state, so every action's Q is equal and the untrained search plays at random, as
+    an untrained policy network does. With random last layers, the heads' small
+    differences are much the same in every state, and the search can prefer one action
+    nearly everywhere before it has learned anything (on MinAtar Freeway the untrained
+    search of two seeds of three crosses the road again and again).
+    """
     bins = head_bins(support_size)
     keys = jax.random.split(key, 3)
     sizes = dict(width=width, depth=depth)
-    return MuZeroNet(
+    net = MuZeroNet(
         representation=MLPRepresentation(observation_shape, embedding_size, **sizes, key=keys[0]),
         dynamics=MLPDynamics(embedding_size, num_actions, bins, **sizes, key=keys[1]),
         prediction=MLPPrediction(embedding_size, num_actions, bins, **sizes, key=keys[2]),
         support_size=support_size,
     )
+    return zero_heads_if(zero_heads, net, _MLP_HEADS)
+
+
+_MLP_HEADS = (
+    lambda net: net.prediction.policy_head,
+    lambda net: net.prediction.value_head,
+    lambda net: net.dynamics.reward_head,
+)
+
+
+def zero_heads_if(zero: bool, net: MuZeroNet, heads) -> MuZeroNet:
+    """`net` with the layers that `heads` (functions from the net to a layer) pick set to
+    zero, weights and biases, when `zero` is true; `net` itself otherwise."""
+    if not zero:
+        return net
+
+    def parameters(n: MuZeroNet) -> list:
+        return [leaf for head in heads for leaf in (head(n).weight, head(n).bias)]
+
+    return eqx.tree_at(parameters, net, replace_fn=jnp.zeros_like)
 
 
 def head_bins(support_size: int | None) -> int:

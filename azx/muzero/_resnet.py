@@ -10,7 +10,7 @@ from .._types import PRNGKey
 from .._validate import check_positive_int
 from ..nets._common import check_shape
 from ..nets._resnet import _ConvNorm, _image_shape, _ResidualBlock, as_image, check_tower
-from ._nets import MuZeroNet, head_bins, normalise_embedding
+from ._nets import MuZeroNet, head_bins, normalise_embedding, zero_heads_if
 
 
 def _tower(channels: int, num_blocks: int, groups: int, key: PRNGKey) -> tuple:
@@ -145,19 +145,26 @@ def resnet_net(
     num_blocks: int = 2,
     norm_groups: int = 4,
     support_size: int | None = None,
+    zero_heads: bool = False,
     key: PRNGKey,
 ) -> MuZeroNet:
     """A [`azx.muzero.MuZeroNet`][] of residual convolutional networks over image
     observations (`(H, W, C)`; rank 2 and 1 as [`azx.nets.AlphaZeroResNet`][] takes
     them): `num_blocks` blocks of `channels` each in the representation and the dynamics;
-    `support_size` as in `MuZeroNet`."""
+    `support_size` as in `MuZeroNet`, `zero_heads` as in [`azx.muzero.mlp_net`][]."""
     bins = head_bins(support_size)
     image_size = _image_shape(check_shape(observation_shape))[:2]
     keys = jax.random.split(key, 3)
     tower = dict(channels=channels, num_blocks=num_blocks, norm_groups=norm_groups)
-    return MuZeroNet(
+    net = MuZeroNet(
         representation=ResNetRepresentation(observation_shape, **tower, key=keys[0]),
         dynamics=ResNetDynamics(image_size, num_actions, bins, **tower, key=keys[1]),
         prediction=ResNetPrediction(image_size, num_actions, bins, channels=channels, key=keys[2]),
         support_size=support_size,
     )
+    heads = (
+        lambda net: net.prediction.policy_linear,
+        lambda net: net.prediction.value_linear,
+        lambda net: net.dynamics.reward_linear,
+    )
+    return zero_heads_if(zero_heads, net, heads)

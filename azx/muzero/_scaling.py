@@ -16,16 +16,29 @@ SCALING_EPSILON = 1e-3
 def scale_value(x: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
     """`h(x) = sign(x) (sqrt(|x| + 1) - 1) + eps x`: squashes large returns roughly to
     their square root, so that one categorical support covers returns of very different
-    magnitudes."""
-    return jnp.sign(x) * (jnp.sqrt(jnp.abs(x) + 1.0) - 1.0) + SCALING_EPSILON * x
+    magnitudes.
+
+    `sqrt(|x| + 1) - 1` is computed as `|x| / (sqrt(|x| + 1) + 1)`, which keeps float32's
+    relative precision for small `|x|`.
+    """
+    magnitude = jnp.abs(x)
+    return jnp.sign(x) * magnitude / (jnp.sqrt(magnitude + 1.0) + 1.0) + SCALING_EPSILON * x
 
 
 def unscale_value(y: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
-    """The closed-form inverse of [`azx.muzero.scale_value`][]:
-    `sign(y) (((sqrt(1 + 4 eps (|y| + 1 + eps)) - 1) / (2 eps))^2 - 1)`."""
+    """The closed-form inverse of [`azx.muzero.scale_value`][],
+    `sign(y) (r^2 - 1)` with `r = (sqrt(1 + 4 eps (|y| + 1 + eps)) - 1) / (2 eps)`.
+
+    Computed as `sign(y) d (d + 2)` with `d = r - 1 = 2 |y| / (sqrt(1 + 4 eps (|y| + 1 +
+    eps)) + 1 + 2 eps)`, the same value without the cancellation of `r^2 - 1`: in float32
+    that subtraction errs by about `3e-5` near `y = 0`, enough to tell apart values that
+    are equal (a value head of zero logits, say), which the search's rescaling of Q to
+    `[0, 1]` then magnifies.
+    """
     eps = SCALING_EPSILON
-    root = (jnp.sqrt(1.0 + 4.0 * eps * (jnp.abs(y) + 1.0 + eps)) - 1.0) / (2.0 * eps)
-    return jnp.sign(y) * (jnp.square(root) - 1.0)
+    magnitude = jnp.abs(y)
+    d = 2.0 * magnitude / (jnp.sqrt(1.0 + 4.0 * eps * (magnitude + 1.0 + eps)) + 1.0 + 2.0 * eps)
+    return jnp.sign(y) * d * (d + 2.0)
 
 
 def _check_support(support_size: object) -> None:
@@ -59,11 +72,19 @@ def expected_value(
     probabilities: Float[Array, "*shape bins"], support_size: int
 ) -> Float[Array, "*shape"]:
     """The mean of a distribution on the integer atoms `-support_size ... support_size`:
-    the inverse of [`azx.muzero.two_hot`][] inside the support's range."""
+    the inverse of [`azx.muzero.two_hot`][] inside the support's range.
+
+    Each atom `i > 0` is paired with `-i` before the sum, so the mean is exactly odd: a
+    distribution and its mirror image have means of opposite sign, and a symmetric one
+    (a head of equal logits, say) has a mean of exactly 0, as it must for the search to
+    see equal values as equal.
+    """
     bins = 2 * support_size + 1
     if probabilities.shape[-1] != bins:
         raise ValueError(
             f"probabilities must have {bins} bins (support_size {support_size}), got "
             f"{probabilities.shape[-1]}"
         )
-    return probabilities @ support(support_size)
+    above = probabilities[..., support_size + 1 :]
+    below = jnp.flip(probabilities[..., :support_size], axis=-1)
+    return (above - below) @ support(support_size)[support_size + 1 :]
