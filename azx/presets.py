@@ -799,24 +799,26 @@ _PRESETS["muzero_breakout"] = Preset(
 _BUILT_IN = _BUILT_IN | {"muzero_breakout"}
 
 # muzero_breakout's network, search and sizes over Freeway's 10 x 10 x 7 planes: a point for
-# each crossing of the road, episodes of 2,500 steps. A learning rate of 1e-3 and a replay
-# of the last 131,072 steps (256 iterations): with Breakout's 3e-3 and 16,384 steps, two
-# seeds of three stop crossing the road, and their value and reward heads fall to zero for
-# good. 163,840 steps, where the search over the learned model leads PPO at equal steps
-# (though its untrained search already crosses the road on two seeds of three); by 409,600
-# PPO has caught up (benchmarks/notes.md has the runs).
+# each crossing of the road, episodes of 2,500 steps. The policy, value and reward heads
+# start at zero, so the untrained search plays at random as an untrained PPO policy does
+# (with random heads it already crosses the road on two seeds of three). A learning rate of
+# 1e-3 and a replay longer than the run: with Breakout's 3e-3 and 16,384 steps, two seeds
+# of three stop crossing the road, and their value and reward heads fall to zero for good.
+# 81,920 steps, where MuZero leads a PPO fitted to the same steps on every seed; PPO
+# catches up with more steps (benchmarks/notes.md has the runs).
 _PRESETS["muzero_freeway"] = dataclasses.replace(
     _PRESETS["muzero_breakout"],
     name="muzero_freeway",
     env="gymnax:Freeway-MinAtar",
+    network_options=_PRESETS["muzero_breakout"].network_options | {"zero_heads": True},
     config=dataclasses.replace(
         _PRESETS["muzero_breakout"].config,
         learning_rate=1e-3,
         buffer_capacity=256 * 512,
-        decay_iterations=320,
+        decay_iterations=160,
     ),
-    iterations=320,  # 163,840 environment steps: 20 iterations of ppo_breakout's sizes
+    iterations=160,  # 81,920 environment steps: 10 iterations of ppo_breakout's sizes
     description="MinAtar Freeway, MuZero (MLP model, Gumbel 16 simulations), 32 envs x 16 steps",
-    eval_every=160,  # an evaluation plays 32 episodes of 2,500 steps
+    eval_every=80,  # an evaluation plays 32 episodes of 2,500 steps
 )
 _BUILT_IN = _BUILT_IN | {"muzero_freeway"}

@@ -3,11 +3,11 @@ by seed: the self-play return against environment steps, and evaluations by the 
 over the learned model with its noise off ([`azx.muzero.evaluate`][]), for comparison
 with PPO at the same number of environment steps (`python -m benchmarks.ppo_learning
 ppo_breakout --set iterations=N --set anneal_iterations=N`, N x 8,192 steps: N = 50 for
-Breakout, 20 with `--set env='"gymnax:Freeway-MinAtar"'` for Freeway).
+Breakout, 10 with `--set env='"gymnax:Freeway-MinAtar"'` for Freeway).
 
     python -m benchmarks.muzero_minatar --seeds 0 1 2 --report-every 100 --eval-every 200
     python -m benchmarks.muzero_minatar --preset muzero_freeway --seeds 0 1 2 --vmap --sampled \
-        --report-every 80 --eval-every 160
+        --report-every 40 --eval-every 80
     python -m benchmarks.muzero_minatar --seeds 0 1 2 --vmap --report-every 80 \
         --eval-every 160 --set network='"resnet"' --set network_options='{"support_size": 10}' \
         --config '{"consistency_loss_weight": 2.0}'

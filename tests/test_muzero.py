@@ -512,7 +512,7 @@ def test_preset_round_trips_and_builds():
 
 @pytest.mark.parametrize(
     "name, planes, ppo_iterations",
-    [("muzero_breakout", 4, 50), ("muzero_freeway", 7, 20)],
+    [("muzero_breakout", 4, 50), ("muzero_freeway", 7, 10)],
     ids=["breakout", "freeway"],
 )
 def test_minatar_presets_round_trip(name, planes, ppo_iterations):
