@@ -30,10 +30,10 @@ def unscale_value(y: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
     `sign(y) (r^2 - 1)` with `r = (sqrt(1 + 4 eps (|y| + 1 + eps)) - 1) / (2 eps)`.
 
     Computed as `sign(y) d (d + 2)` with `d = r - 1 = 2 |y| / (sqrt(1 + 4 eps (|y| + 1 +
-    eps)) + 1 + 2 eps)`, the same value without the cancellation of `r^2 - 1`: in float32
-    that subtraction errs by about `3e-5` near `y = 0`, enough to tell apart values that
-    are equal (a value head of zero logits, say), which the search's rescaling of Q to
-    `[0, 1]` then magnifies.
+    eps)) + 1 + 2 eps)`, the same value without the cancellation of `r^2 - 1`. In float32
+    that subtraction is off by about `3e-5` near `y = 0`: a reward and a value that should
+    both be 0 then give a `Q = r + gamma v` that differs from the value beside it, and
+    the search's rescaling of Q to `[0, 1]` magnifies the difference into a preference.
     """
     eps = SCALING_EPSILON
     magnitude = jnp.abs(y)
