@@ -802,8 +802,8 @@ _BUILT_IN = _BUILT_IN | {"muzero_breakout"}
 # each crossing of the road, episodes of 2,500 steps. The policy, value and reward heads
 # start at zero, so the untrained search plays at random as an untrained PPO policy does
 # (with random heads it already crosses the road on two seeds of three). A learning rate of
-# 1e-3 and a replay longer than the run: with Breakout's 3e-3 and 16,384 steps, two seeds
-# of three stop crossing the road, and their value and reward heads fall to zero for good.
+# 1e-3 and a replay longer than the run: with Breakout's 3e-3 and 16,384 steps (from random
+# heads, to 409,600 steps), two seeds of three stop crossing the road for good.
 # 81,920 steps, where MuZero leads a PPO fitted to the same steps on every seed; PPO
 # catches up with more steps (benchmarks/notes.md has the runs).
 _PRESETS["muzero_freeway"] = dataclasses.replace(

@@ -5,8 +5,8 @@ evaluated.
     python -m benchmarks.ppo_learning ppo_minigrid --seeds 5
     python -m benchmarks.ppo_learning ppo_pendulum --seeds 5 --threshold -250
     python -m benchmarks.ppo_learning ppo_breakout --seeds 3 --iterations 50
-    python -m benchmarks.ppo_learning ppo_breakout --seeds 3 --iterations 50 \
-        --set env='"gymnax:Freeway-MinAtar"'
+    python -m benchmarks.ppo_learning ppo_breakout --seeds 3 --set env='"gymnax:Freeway-MinAtar"' \
+        --set iterations=10 --set anneal_iterations=10
     python -m benchmarks.ppo_learning ppo_minigrid_seed002 --seeds 10 --threshold 0.8 \
         --network-options '{"action_embedding_init": "standard_normal"}'
 

@@ -162,9 +162,11 @@ def resnet_net(
         prediction=ResNetPrediction(image_size, num_actions, bins, channels=channels, key=keys[2]),
         support_size=support_size,
     )
-    heads = (
-        lambda net: net.prediction.policy_linear,
-        lambda net: net.prediction.value_linear,
-        lambda net: net.dynamics.reward_linear,
-    )
-    return zero_heads_if(zero_heads, net, heads)
+    return zero_heads_if(zero_heads, net, _HEADS)
+
+
+_HEADS = (
+    lambda net: net.prediction.policy_linear,
+    lambda net: net.prediction.value_linear,
+    lambda net: net.dynamics.reward_linear,
+)
