@@ -45,6 +45,34 @@ RUNS = [
         ["--resume", "--iterations", "16"],
         [["--episodes", "10"], ["--episodes", "6", "--greedy", "--seed", "2"]],
     ),
+    (
+        "ppo_pendulum",
+        ["--preset", "ppo_pendulum", "--iterations", "4", "--log-every", "2"]
+        + ["--eval-every", "4", "--eval-episodes", "4"],
+        ["--resume", "--iterations", "6"],
+        [["--episodes", "4"], ["--episodes", "3", "--greedy", "--seed", "2"]],
+    ),
+    (
+        "muzero_cartpole",
+        ["--preset", "muzero_cartpole", "--iterations", "4", "--log-every", "2"]
+        + ["--eval-every", "4", "--eval-games", "4"],
+        ["--resume", "--iterations", "6"],
+        [["--games", "4"], ["--games", "2", "--agent", "network", "--seed", "2"]],
+    ),
+    (
+        "muzero_tic_tac_toe",
+        ["--preset", "muzero_tic_tac_toe", "--iterations", "4", "--log-every", "2"]
+        + ["--eval-every", "4", "--eval-games", "10", "--opponent", "random"],
+        ["--resume", "--iterations", "6"],
+        [["--opponent", "random", "--games", "10"]],
+    ),
+    (
+        "2048",
+        ["--preset", "2048", "--iterations", "2", "--log-every", "1"]
+        + ["--eval-every", "2", "--eval-games", "2"],
+        ["--resume", "--iterations", "3"],
+        [["--games", "2"]],
+    ),
 ]
 
 

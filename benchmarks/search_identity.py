@@ -35,7 +35,11 @@ import azx
 from azx import search
 
 
-GAMES = ("tic_tac_toe", "connect_four", "othello")
+GAMES = ("tic_tac_toe", "connect_four", "othello", "2048", "backgammon")
+#: The games with chance: searched by the chance variants below, not the others.
+CHANCE_GAMES = ("2048", "backgammon")
+#: The games whose roots MuZero's learned model is searched from.
+MUZERO_GAMES = ("tic_tac_toe", "2048")
 BATCH = 8
 MOVES = 5
 SIMULATIONS = 16
@@ -77,6 +81,32 @@ def _variants() -> dict:
     }
 
 
+def _chance_variants() -> dict:
+    """The variants for a game with chance: chance nodes (reused or not), sampled
+    outcomes, and mctx's stochastic policies."""
+    return {
+        "chance-puct": ("PUCT", {}),
+        "chance-puct-reuse": ("PUCT", {"reuse_tree": True}),
+        "chance-puct-sampled": ("PUCT", {"chance_nodes": False}),
+        "chance-gumbel": ("Gumbel", {}),
+        "chance-gumbel-reuse": ("Gumbel", {"reuse_tree": True}),
+        "chance-mctx-puct": ("MctxPUCT", {}),
+        "chance-mctx-gumbel": ("MctxGumbel", {}),
+    }
+
+
+def _muzero_variants() -> dict:
+    """The variants searching MuZero's learned model (a new tree every move)."""
+    by_tree = search.QByTree()
+    return {
+        "muzero-puct": ("PUCT", {}),
+        "muzero-puct-tree-q": ("PUCT", {"qtransform": by_tree, "gamma": 0.997}),
+        "muzero-gumbel": ("Gumbel", {}),
+        "muzero-mctx-puct": ("MctxPUCT", {}),
+        "muzero-mctx-gumbel": ("MctxGumbel", {}),
+    }
+
+
 #: Variants whose saved arrays are another variant's: the reference backend must give what
 #: the lockstep backend gave (and did before it existed).
 SAME_AS = {
@@ -100,9 +130,7 @@ def _tree_arrays(tree) -> dict[str, np.ndarray]:
     return {name: np.asarray(getattr(tree, name)) for name in names}
 
 
-def run(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndarray]:
-    env = azx.envs.make(game)
-    net = azx.nets.MLP(env.observation_shape, env.num_actions, key=jax.random.key(1))
+def _searcher(cls_name: str, options: dict) -> search.AbstractSearch:
     algo = "puct" if cls_name.endswith("PUCT") else "gumbel"
     backend = "mctx" if cls_name.startswith("Mctx") else "native"
     options = dict(options)
@@ -110,6 +138,32 @@ def run(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndar
     searcher = search.make(algo, SIMULATIONS, backend=backend, **options)
     if part is not None:
         searcher = dataclasses.replace(searcher, backend=part)
+    return searcher
+
+
+def _step(env, state, action, key):
+    """One move of each row, and the chance outcome that followed it (a game with chance
+    is stepped as its afterstate and a sampled outcome, which `advance` needs)."""
+    keys = jax.random.split(key, BATCH)
+    if not isinstance(env, azx.envs.AbstractChanceEnv):
+        return jax.vmap(env.step)(state, action, keys), None
+    after = jax.vmap(env.afterstate)(state, action)
+    outcome = jax.vmap(env.sample_outcome)(after, keys)
+    return jax.vmap(env.apply_outcome)(after, outcome), outcome
+
+
+def _save(out: dict, prefix: str, result) -> None:
+    out[f"{prefix}/action"] = np.asarray(result.action)
+    out[f"{prefix}/policy_target"] = np.asarray(result.policy_target)
+    out[f"{prefix}/root_value"] = np.asarray(result.root_value)
+    for array_name, array in _tree_arrays(result.tree).items():
+        out[f"{prefix}/tree/{array_name}"] = array
+
+
+def run(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndarray]:
+    env = azx.envs.make(game)
+    net = azx.nets.MLP(env.observation_shape, env.num_actions, key=jax.random.key(1))
+    searcher = _searcher(cls_name, options)
     keys = jax.random.split(jax.random.key(2), BATCH)
     state = jax.vmap(env.init)(keys)
     tree = searcher.init(env, BATCH)
@@ -120,9 +174,9 @@ def run(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndar
         # Alternate one key for the batch and one key per row.
         output = searcher(net, env, tree, state, key=search_key)
         rows = searcher(net, env, output.tree, state, key=jax.random.split(row_key, BATCH))
-        child = jax.vmap(env.step)(state, output.action, jax.random.split(step_key, BATCH))
+        child, outcome = _step(env, state, output.action, step_key)
         done = jax.vmap(env.terminated)(child) | jax.vmap(env.truncated)(child)
-        return output, rows, searcher.advance(output.tree, output.action, done), child
+        return output, rows, searcher.advance(output.tree, output.action, done, outcome), child
 
     out = {}
     key = jax.random.key(3)
@@ -130,14 +184,39 @@ def run(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndar
         key, move_key = jax.random.split(key)
         output, rows, tree, state = move(tree, state, move_key)
         for label, result in (("one-key", output), ("row-keys", rows)):
-            prefix = f"{game}/{name}/{index}/{label}"
-            out[f"{prefix}/action"] = np.asarray(result.action)
-            out[f"{prefix}/policy_target"] = np.asarray(result.policy_target)
-            out[f"{prefix}/root_value"] = np.asarray(result.root_value)
-            for array_name, array in _tree_arrays(result.tree).items():
-                out[f"{prefix}/tree/{array_name}"] = array
+            _save(out, f"{game}/{name}/{index}/{label}", result)
         for array_name, array in _tree_arrays(tree).items():
             out[f"{game}/{name}/{index}/advanced/{array_name}"] = array
+    return out
+
+
+def run_muzero(game: str, name: str, cls_name: str, options: dict) -> dict[str, np.ndarray]:
+    """Five moves of `azx.muzero.search_states` over fixed learned models (scalar heads,
+    and categorical heads of support 10), the true game stepping the roots."""
+    env = azx.envs.make(game)
+    searcher = _searcher(cls_name, options)
+    nets = {
+        "scalar": azx.muzero.mlp_net(env.observation_shape, env.num_actions, key=jax.random.key(1)),
+        "support": azx.muzero.mlp_net(
+            env.observation_shape, env.num_actions, support_size=10, key=jax.random.key(4)
+        ),
+    }
+    out = {}
+    for label, net in nets.items():
+
+        @eqx.filter_jit
+        def move(state, key, net=net):
+            search_key, step_key = jax.random.split(key)
+            keys = jax.random.split(search_key, BATCH)
+            output = azx.muzero.search_states(searcher, net, env, state, key=keys)
+            return output, _step(env, state, output.action, step_key)[0]
+
+        state = jax.vmap(env.init)(jax.random.split(jax.random.key(2), BATCH))
+        key = jax.random.key(3)
+        for index in range(MOVES):
+            key, move_key = jax.random.split(key)
+            output, state = move(state, move_key)
+            _save(out, f"{game}/{name}/{index}/{label}", output)
     return out
 
 
@@ -197,12 +276,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.mode.endswith("-hlo"):
         return _hlo(args.mode, args.path)
-    variants = _variants()
-    names = args.variants or list(variants)
     arrays = {}
     for game in args.games:
-        for name in names:
-            arrays |= run(game, name, *variants[name])
+        variants = _chance_variants() if game in CHANCE_GAMES else _variants()
+        jobs = [(run, name, variants[name]) for name in variants]
+        if game in MUZERO_GAMES:
+            jobs += [(run_muzero, name, v) for name, v in _muzero_variants().items()]
+        for function, name, variant in jobs:
+            if args.variants and name not in args.variants:
+                continue
+            arrays |= function(game, name, *variant)
             # Every variant compiles its own programs; dropping them keeps one process
             # from running out of memory for compiled code.
             jax.clear_caches()
