@@ -5,10 +5,10 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from .._episodes import EvaluationResult
 from .._trainer import row_keys
 from .._types import PRNGKey
 from .._validate import check_positive_int
-from ..ppo import EvaluationResult
 from ..search import PUCTRoot, SequentialHalving
 from ._model import search_states
 from ._trainer import MuZero

@@ -1,12 +1,11 @@
-import math
 from typing import Any
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
+from .._episodes import EvaluationResult
 from .._trainer import row_keys
 from .._types import PRNGKey
 from .._validate import check_positive_int
@@ -14,55 +13,6 @@ from ..envs import AbstractEnv
 from ..nets import RecurrentInput
 from ._distributions import action_distribution as make_distribution
 from ._policy import ObservationStats, act, initial_carry, normalize
-
-
-class EvaluationResult(eqx.Module):
-    """Episodes played by [`azx.ppo.evaluate`][], one entry each."""
-
-    returns: Float[Array, " episodes"]
-    """Undiscounted return."""
-    lengths: Int[Array, " episodes"]
-    """Steps played."""
-    finished: Bool[Array, " episodes"]
-    """Whether the episode ended (terminated or truncated) within `max_steps`."""
-
-    def mean_return(self) -> float:
-        return float(np.mean(np.asarray(self.returns)))
-
-    def return_interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        """Student-t confidence interval of the expected return (from the host; the
-        episodes are independent draws). A single episode gives an unbounded interval."""
-        if not 0 < confidence < 1:
-            raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
-        returns = np.asarray(self.returns, np.float64)
-        n, mean = returns.size, float(np.mean(returns))
-        if n < 2:
-            return -math.inf, math.inf
-        half = _t_quantile(0.5 + confidence / 2, n - 1) * float(np.std(returns, ddof=1))
-        half /= math.sqrt(n)
-        return mean - half, mean + half
-
-
-def _t_quantile(p: float, dof: int) -> float:
-    """The `p` quantile (`p > 0.5`) of Student's t distribution with `dof` degrees of
-    freedom, by bisection on its distribution function (Simpson's rule on the density)."""
-    log_scale = math.lgamma((dof + 1) / 2) - math.lgamma(dof / 2) - 0.5 * math.log(dof * math.pi)
-
-    def density(x):
-        return math.exp(log_scale - (dof + 1) / 2 * math.log1p(x * x / dof))
-
-    def above_zero(x, intervals=400):  # P(0 < T < x)
-        h = x / intervals
-        inner = sum((4 if i % 2 else 2) * density(i * h) for i in range(1, intervals))
-        return h / 3 * (density(0.0) + inner + density(x))
-
-    low, high = 0.0, 1.0
-    while above_zero(high) < p - 0.5:
-        low, high = high, 2 * high
-    for _ in range(50):
-        middle = (low + high) / 2
-        low, high = (middle, high) if above_zero(middle) < p - 0.5 else (low, middle)
-    return (low + high) / 2
 
 
 class _Episode(eqx.Module):
