@@ -1,10 +1,20 @@
 """Single-player episodes played to judge a policy, whichever algorithm trained it."""
 
 import math
+from collections.abc import Callable
+from typing import TypeVar
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
+
+from ._trainer import row_keys
+from ._types import PRNGKey, PRNGKeys
+
+
+_Rows = TypeVar("_Rows")
 
 
 class EvaluationResult(eqx.Module):
@@ -55,3 +65,53 @@ def _t_quantile(p: float, dof: int) -> float:
         middle = (low + high) / 2
         low, high = (middle, high) if above_zero(middle) < p - 0.5 else (low, middle)
     return (low + high) / 2
+
+
+def play_episodes(
+    start: Callable[[PRNGKeys], _Rows],
+    move: Callable[
+        [_Rows, Bool[Array, " episodes"], PRNGKeys],
+        tuple[_Rows, Float[Array, " episodes"], Bool[Array, " episodes"]],
+    ],
+    *,
+    num_episodes: int,
+    key: PRNGKey,
+    max_steps: int,
+) -> EvaluationResult:
+    """Play `num_episodes` single-player episodes at once, one per row, until all have
+    ended or `max_steps` moves are played, and count their returns and lengths.
+
+    **Arguments:**
+
+    - `start`: the rows' first states (a batch, any PyTree) from one key per row.
+    - `move`: one move of every row: `(rows, running, keys) -> (rows, rewards, ended)`,
+      with `running` false for the rows whose episode has ended (they play on until all
+      have ended, and those moves count for nothing).
+    - `key`: random key (keyword-only): the starts' keys come from `fold_in(key, 0)`,
+      move `t`'s from `fold_in(key, t + 1)`, one per row each
+      (`azx._trainer.row_keys`), so that a row's randomness does not depend on how many
+      rows are played.
+
+    **Returns:** an [`azx.ppo.EvaluationResult`][].
+    """
+    rows = start(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), num_episodes))
+    tally = (
+        jnp.zeros(num_episodes, jnp.float32),
+        jnp.zeros(num_episodes, jnp.int32),
+        jnp.ones(num_episodes, bool),
+    )
+
+    def playing(carry):
+        _, (_, _, running), step = carry
+        return jnp.any(running) & (step < max_steps)
+
+    def play(carry):
+        rows, (total, length, running), step = carry
+        keys = row_keys(jax.random.fold_in(key, step + 1), jnp.int32(0), num_episodes)
+        rows, reward, ended = move(rows, running, keys)
+        total = total + jnp.where(running, reward, 0.0)
+        length = length + running.astype(jnp.int32)
+        return rows, (total, length, running & ~ended), step + 1
+
+    _, (total, length, running), _ = jax.lax.while_loop(playing, play, (rows, tally, jnp.int32(0)))
+    return EvaluationResult(returns=total, lengths=length, finished=~running)

@@ -5,8 +5,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
-from .._episodes import EvaluationResult
-from .._trainer import row_keys
+from .._episodes import EvaluationResult, play_episodes
 from .._types import PRNGKey
 from .._validate import check_positive_int
 from ..envs import AbstractEnv
@@ -21,9 +20,6 @@ class _Episode(eqx.Module):
     previous_action: Int[Array, ""]
     previous_reward: Float[Array, ""]
     episode_start: Bool[Array, ""]
-    running: Bool[Array, ""]
-    total: Float[Array, ""]
-    length: Int[Array, ""]
 
 
 def evaluate(
@@ -58,22 +54,18 @@ def evaluate(
     check_positive_int("num_episodes", num_episodes)
     check_positive_int("max_steps", max_steps)
     distribution = make_distribution(action_distribution, env)
-    start_keys = row_keys(jax.random.fold_in(key, 0), jnp.int32(0), num_episodes)
     carry = initial_carry(net)
-    episodes = jax.vmap(
-        lambda k: _Episode(
-            env_state=env.init(k),
+
+    def start(key):
+        return _Episode(
+            env_state=env.init(key),
             carry=carry,
             previous_action=jnp.int32(0),
             previous_reward=jnp.float32(0.0),
             episode_start=jnp.bool_(True),
-            running=jnp.bool_(True),
-            total=jnp.float32(0.0),
-            length=jnp.int32(0),
         )
-    )(start_keys)
 
-    def play(episode: _Episode, key: PRNGKey) -> _Episode:
+    def play(episode: _Episode, running, key: PRNGKey):
         action_key, step_key = jax.random.split(key)
         inputs = RecurrentInput(
             observation=normalize(observation_stats, env.observation(episode.env_state)),
@@ -85,29 +77,20 @@ def evaluate(
         noise = None if greedy else distribution.noise(action_key)
         carry, action, _, _ = act(net, distribution, episode.carry, inputs, legal, noise)
         state = env.step(episode.env_state, distribution.env_action(action), step_key)
-        reward = jnp.where(episode.running, env.rewards(state)[0], 0.0)
-        ended = env.terminated(state) | env.truncated(state)
-        return _Episode(
+        reward = env.rewards(state)[0]
+        next_episode = _Episode(
             env_state=state,
             carry=carry,
             previous_action=action if action.ndim == 0 else episode.previous_action,
-            previous_reward=reward,
+            previous_reward=jnp.where(running, reward, 0.0),
             episode_start=jnp.bool_(False),
-            running=episode.running & ~ended,
-            total=episode.total + reward,
-            length=episode.length + episode.running.astype(jnp.int32),
         )
+        return next_episode, reward, env.terminated(state) | env.truncated(state)
 
-    def condition(carry):
-        episodes, step = carry
-        return jnp.any(episodes.running) & (step < max_steps)
-
-    def body(carry):
-        episodes, step = carry
-        keys = row_keys(jax.random.fold_in(key, step + 1), jnp.int32(0), num_episodes)
-        return jax.vmap(play)(episodes, keys), step + 1
-
-    episodes, _ = jax.lax.while_loop(condition, body, (episodes, jnp.int32(0)))
-    return EvaluationResult(
-        returns=episodes.total, lengths=episodes.length, finished=~episodes.running
+    return play_episodes(
+        jax.vmap(start),
+        jax.vmap(play),
+        num_episodes=num_episodes,
+        key=key,
+        max_steps=max_steps,
     )
