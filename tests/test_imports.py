@@ -1,6 +1,6 @@
 """The shape of azx's imports, read from the source with `ast` (nothing is imported): no
-import circle among azx's modules, no algorithm package importing another, and PPO
-independent of the search.
+import circle among azx's modules, no algorithm package importing another and PPO nothing
+of the search, directly or through the modules they import.
 
 Every import counts, at module level or inside a function: an import deferred into a
 function still ties the two modules together, it only hides the circle from the
