@@ -1,6 +1,14 @@
+"""Numerical conventions shared by every part of azx."""
+
 import contextlib
 
 import jax
+
+
+#: Logit given to illegal actions wherever logits are masked (the search's priors, the
+#: policy losses, PPO's categorical policy): finite, so that softmax and its gradients stay
+#: NaN-free.
+ILLEGAL_LOGIT = -1e9
 
 
 @contextlib.contextmanager

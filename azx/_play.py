@@ -15,7 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .envs import AbstractEnv
-from .envs._wrappers import EnvWrapper
+from .envs._wrappers import AbstractEnvWrapper
 
 
 class _Board:
@@ -98,7 +98,7 @@ class _Board:
 def _board_env(env: AbstractEnv) -> AbstractEnv:
     """The environment whose observation is the board: a wrapper's own observation (a flat
     board and legal moves, for `ObserveLegalMoves`) is drawn from the game it wraps."""
-    while isinstance(env, EnvWrapper):
+    while isinstance(env, AbstractEnvWrapper):
         env = env.env
     return env
 

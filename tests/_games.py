@@ -24,6 +24,8 @@ class SubtractionState(eqx.Module):
 class SubtractionGame(AbstractEnv):
     """Take 1-3 stones; the last to take wins. Actions: 0, 1, 2 take 1, 2, 3 stones."""
 
+    name = "subtraction"
+
     start_pile: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
     num_players: int = eqx.field(static=True)
@@ -95,6 +97,8 @@ class Countdown(AbstractEnv):
     reward `t + 1`, whatever the action. The observation is `[t, length]`, so every step
     says where in which episode it is. Action `t % num_actions` is illegal at step `t`.
     """
+
+    name = "countdown"
 
     max_length: int = eqx.field(static=True)
     limit: int = eqx.field(static=True)

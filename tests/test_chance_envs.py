@@ -238,8 +238,9 @@ def test_wrappers_pass_the_chance_through(name):
         assert isinstance(outer, azx.envs.AbstractChanceEnv)
         assert azx.envs.require_chance(outer) is outer
         assert outer.num_outcomes == env.num_outcomes
-    assert isinstance(scaled, azx.envs.ScaleRewards) and scaled.env is env and scaled.scale == 0.5
-    assert isinstance(wrapped, azx.envs.ObserveLegalMoves) and wrapped.env is scaled
+    assert isinstance(scaled, azx.envs.AbstractScaleRewards)
+    assert scaled.env is env and scaled.scale == 0.5 and scaled.name == name
+    assert isinstance(wrapped, azx.envs.AbstractObserveLegalMoves) and wrapped.env is scaled
 
     @jax.jit
     def both(key):

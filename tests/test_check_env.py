@@ -17,6 +17,8 @@ _CALLS = []  # the "python state" flaw's calls
 class Broken(azx.envs.AbstractEnv):
     """The subtraction game (take 1-3 stones, the last to take wins) with one flaw."""
 
+    name = "subtraction"
+
     flaw: str = eqx.field(static=True)
     game: SubtractionGame
     num_actions: int = eqx.field(static=True)

@@ -294,7 +294,7 @@ def test_symmetries_match_playing_the_transformed_moves(name, invariant_at_start
 def test_observe_legal_moves_appends_the_mask_to_the_flat_observation():
     plain = azx.envs.make("othello")
     env = azx.envs.make("othello", observe_legal_moves=True)
-    assert isinstance(env, azx.envs.ObserveLegalMoves) and env.name == "othello"
+    assert isinstance(env, azx.envs.AbstractObserveLegalMoves) and env.name == "othello"
     assert env.observation_shape == (8 * 8 * 2 + 65,)
     step = jax.jit(env.step)
     state, key = env.init(jax.random.key(1)), jax.random.key(2)

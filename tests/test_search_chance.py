@@ -37,6 +37,8 @@ class DiceRace(AbstractChanceEnv):
     that moves 0, 2 or 4 squares with probabilities 1/2, 1/4, 1/4. Reaching the goal pays
     1; running out of moves pays nothing. Small enough to solve by expectimax."""
 
+    name = "dice_race"
+
     goal: int = eqx.field(static=True)
     moves: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True, default=2)

@@ -37,6 +37,8 @@ class RewardChain(AbstractEnv):
     depend on the discount.
     """
 
+    name = "reward_chain"
+
     length: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)
     num_players: int = eqx.field(static=True)

@@ -60,11 +60,8 @@ def _stateless(batch_size: int) -> _Stateless:
 
 def require_game(user: str, env: AbstractEnv, game: str) -> None:
     """A `ValueError` unless `env` is pgx's `game`, for agents and measures of one game."""
-    name = getattr(env, "name", None)
-    if name != game:
-        raise ValueError(
-            f"{user} plays pgx's {game} (azx.envs.make({game!r})), not {name or env!r}"
-        )
+    if env.name != game:
+        raise ValueError(f"{user} plays pgx's {game} (azx.envs.make({game!r})), not {env.name!r}")
 
 
 def legal_mask(env: AbstractEnv, env_state: EnvState) -> Bool[Array, "batch num_actions"]:

@@ -10,7 +10,7 @@ from .._types import EnvState, PRNGKey
 from .._validate import check_positive_int
 from ..envs import AbstractEnv
 from ..envs._pgx_chance import _slides
-from ..envs._wrappers import EnvWrapper, ScaleRewards
+from ..envs._wrappers import AbstractEnvWrapper, AbstractScaleRewards
 from ._agent import AbstractAgent, _Stateless, _stateless, legal_mask, require_game
 from ._match import mean_interval
 from ._returns import play_episodes
@@ -240,8 +240,8 @@ def evaluate_2048(
 def _reward_scale(env: AbstractEnv) -> float:
     """The product of the scales that `env`'s wrappers put on the game's rewards."""
     scale = 1.0
-    while isinstance(env, EnvWrapper):
-        if isinstance(env, ScaleRewards):
+    while isinstance(env, AbstractEnvWrapper):
+        if isinstance(env, AbstractScaleRewards):
             scale *= env.scale
         env = env.env
     return scale

@@ -71,13 +71,12 @@ def _game(pgx_name: str) -> Any:
 
 def _check_game(agent: str, env: AbstractEnv) -> str:
     """The pgx name of `env`, if OpenSpiel has the same game; a ValueError otherwise."""
-    name = getattr(env, "name", None)
-    if name not in _GAMES or env.num_actions != _GAMES[name].num_actions:
+    if env.name not in _GAMES or env.num_actions != _GAMES[env.name].num_actions:
         raise ValueError(
             f"{agent} plays {', '.join(SUPPORTED_GAMES)} (games whose OpenSpiel and pgx "
-            f"versions agree move by move), not {name or env!r}"
+            f"versions agree move by move), not {env.name!r}"
         )
-    return name
+    return env.name
 
 
 class _MoveHistory(eqx.Module):

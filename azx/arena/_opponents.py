@@ -19,9 +19,8 @@ OPPONENT_SPECS = (
 
 
 def _only_for(spec: str, game: str, env: AbstractEnv | None) -> None:
-    name = getattr(env, "name", None)
-    if env is not None and name != game:
-        raise ValueError(f"opponent {spec!r} plays {game} only, not {name!r}")
+    if env is not None and env.name != game:
+        raise ValueError(f"opponent {spec!r} plays {game} only, not {env.name!r}")
 
 
 def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
@@ -60,9 +59,8 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
             )
         return RolloutMCTSAgent(int(argument))
     if name == "solver" and not colon:
-        game = getattr(env, "name", None)
-        if env is not None and game != "tic_tac_toe":
-            raise ValueError(f"opponent 'solver' exists for tic_tac_toe only, not {game!r}")
+        if env is not None and env.name != "tic_tac_toe":
+            raise ValueError(f"opponent 'solver' exists for tic_tac_toe only, not {env.name!r}")
         return TicTacToeSolver()
     if name in ("openspiel-mcts", "openspiel-alphabeta"):
         if not argument.isdigit() or int(argument) < 1:
@@ -71,11 +69,10 @@ def opponent(spec: str, env: AbstractEnv | None = None) -> AbstractAgent:
                 f"opponent {spec!r}: {name} needs a positive {what}, as in "
                 f"{name}:{1000 if name == 'openspiel-mcts' else 9}"
             )
-        game = getattr(env, "name", None)
-        if env is not None and game not in SUPPORTED_GAMES:
+        if env is not None and env.name not in SUPPORTED_GAMES:
             raise ValueError(
                 f"opponent {spec!r} plays {', '.join(SUPPORTED_GAMES)} (OpenSpiel's versions "
-                f"of the pgx games), not {game!r}"
+                f"of the pgx games), not {env.name!r}"
             )
         if name == "openspiel-mcts":
             return OpenSpielMCTSAgent(int(argument))

@@ -18,5 +18,10 @@ from ._pgx_chance import (
 )
 from ._registry import available as available, make as make, register as register
 from ._symmetry import Symmetry as Symmetry
-from ._wrappers import ObserveLegalMoves as ObserveLegalMoves, ScaleRewards as ScaleRewards
+from ._wrappers import (
+    AbstractObserveLegalMoves as AbstractObserveLegalMoves,
+    AbstractScaleRewards as AbstractScaleRewards,
+    ObserveLegalMoves as ObserveLegalMoves,
+    ScaleRewards as ScaleRewards,
+)
 from ._xminigrid import XMinigridEnv as XMinigridEnv, xland_ruleset as xland_ruleset

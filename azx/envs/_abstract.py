@@ -62,6 +62,11 @@ class AbstractEnv(eqx.Module):
     [`azx.envs.PgxEnv`][] is one implementation.
     """
 
+    name: eqx.AbstractVar[str]
+    """What the environment is called: pgx's game id (`"tic_tac_toe"`), the adapted
+    library's environment name (`"CartPole-v1"`), or what a user's environment calls
+    itself. Agents that know one game (a solver, OpenSpiel's bots, gnubg) look it up by it.
+    A class attribute (`name = "nim"`) or a static field declares it."""
     num_actions: eqx.AbstractVar[int]
     num_players: eqx.AbstractVar[int]
     observation_shape: eqx.AbstractVar[tuple[int, ...]]

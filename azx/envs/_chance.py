@@ -99,9 +99,8 @@ def require_chance(env: AbstractEnv) -> AbstractChanceEnv:
     """
     if isinstance(env, AbstractChanceEnv):
         return env
-    name = getattr(env, "name", None) or type(env).__name__
     raise ValueError(
-        f"environment {name!r} does not expose chance events (it is not an "
+        f"environment {env.name!r} does not expose chance events (it is not an "
         "azx.envs.AbstractChanceEnv); those that do: azx.envs.make('2048'), "
         "azx.envs.make('backgammon'), or any environment implementing AbstractChanceEnv"
     )

@@ -28,6 +28,8 @@ class CueMemory(AbstractEnv):
     Observation: `num_cues + 1` floats (the cue's one-hot, then the query flag).
     """
 
+    name = "cue_memory"
+
     num_cues: int = eqx.field(static=True)
     delay: int = eqx.field(static=True)
     num_actions: int = eqx.field(static=True)

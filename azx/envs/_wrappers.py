@@ -1,4 +1,4 @@
-import functools
+import abc
 import math
 
 import equinox as eqx
@@ -12,31 +12,33 @@ from ._chance import AbstractChanceEnv, Afterstate
 from ._symmetry import Symmetry
 
 
-class EnvWrapper(AbstractEnv):
-    """An environment that is `env` in every respect; subclasses override what they change.
-    The game, its state and its name stay the wrapped environment's, so code that needs
-    the game itself (drawing a board, looking the game up) finds it under `env`.
-
-    A wrapper of a game that exposes its chance ([`azx.envs.AbstractChanceEnv`][]) exposes
-    it too: constructing any wrapper around one gives an instance of the wrapper's class
-    that is also an `AbstractChanceEnv`, whose chance methods are `env`'s. Wrappers change
-    only what is read from a state (rewards, observations), so the chance, which makes
-    the states, passes through unchanged.
+class AbstractEnvWrapper(AbstractEnv):
+    """An environment made from `env` by changing what is read from its states: its
+    observations (with their shape and symmetries) and its rewards, which every wrapper
+    defines. The game, its state, its name, its moves and its chance stay `env`'s, so code
+    that needs the game itself (drawing a board, looking the game up) finds it under `env`.
     """
 
-    env: AbstractEnv
+    env: eqx.AbstractVar[AbstractEnv]
+    observation_shape: eqx.AbstractVar[tuple[int, ...]]
 
-    def __new__(cls, *args, **kwargs):
-        env = kwargs["env"] if "env" in kwargs else (args[0] if args else None)
-        if isinstance(env, AbstractChanceEnv) and not issubclass(cls, AbstractChanceEnv):
-            cls = _with_chance(cls)
-        return super().__new__(cls)
+    @abc.abstractmethod
+    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
+        """Observation of `state` from the point of view of the player to move."""
+
+    @abc.abstractmethod
+    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
+        """Reward each player received on the transition into `state`."""
+
+    @abc.abstractmethod
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        """`env`'s symmetries, as they act on this wrapper's observations."""
 
     @property
-    def name(self) -> str | None:
-        """The wrapped environment's name, if it has one (opponents such as OpenSpiel's
-        bots look the game up by it)."""
-        return getattr(self.env, "name", None)
+    def name(self) -> str:
+        """The wrapped environment's name (opponents such as OpenSpiel's bots look the game
+        up by it)."""
+        return self.env.name
 
     @property
     def num_actions(self) -> int:
@@ -45,10 +47,6 @@ class EnvWrapper(AbstractEnv):
     @property
     def num_players(self) -> int:
         return self.env.num_players
-
-    @property
-    def observation_shape(self) -> tuple[int, ...]:
-        return self.env.observation_shape
 
     @property
     def observation_dtype(self) -> jnp.dtype:
@@ -62,14 +60,8 @@ class EnvWrapper(AbstractEnv):
     ) -> EnvState:
         return self.env.step(state, action, key)
 
-    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
-        return self.env.observation(state)
-
     def legal_action_mask(self, state: EnvState) -> Bool[Array, " num_actions"]:
         return self.env.legal_action_mask(state)
-
-    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
-        return self.env.rewards(state)
 
     def terminated(self, state: EnvState) -> Bool[Array, ""]:
         return self.env.terminated(state)
@@ -80,67 +72,14 @@ class EnvWrapper(AbstractEnv):
     def current_player(self, state: EnvState) -> Int[Array, ""]:
         return self.env.current_player(state)
 
-    def symmetries(self) -> tuple[Symmetry, ...]:
-        return self.env.symmetries()
-
     def action_space(self) -> DiscreteActions | BoxActions:
         return self.env.action_space()
 
 
-class ScaleRewards(EnvWrapper):
-    """An environment whose rewards are multiplied by `scale`.
-
-    For games with large rewards (2048's merged tiles sum to thousands per game): value
-    targets of order one keep the value loss from swamping the policy loss. Everything
-    else is the wrapped environment's, its chance included: wrapping a game with chance
-    ([`azx.envs.AbstractChanceEnv`][]) gives one, with the game's chance methods.
-    """
-
-    scale: float = eqx.field(static=True)
-
-    def __init__(self, env: AbstractEnv, scale: float):
-        if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
-            raise ValueError(f"scale must be a positive number, got {scale!r}")
-        self.env = env
-        self.scale = float(scale)
-
-    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
-        return self.scale * self.env.rewards(state)
-
-
-class ObserveLegalMoves(EnvWrapper):
-    """An environment whose observation also says which moves are legal: the wrapped
-    observation, flattened, followed by the legal-action mask.
-
-    For games where the number and place of one's legal moves carry much of a position's
-    value (othello's mobility) but take many layers to compute from the board: a network
-    reads them directly. The observation is one flat vector (for networks that flatten
-    their input, such as [`azx.nets.MLP`][]), of the wrapped observation's dtype.
-    Symmetries carry over: the board part moves as the wrapped board does, the mask as
-    the actions do. Everything else is the wrapped environment's, its chance included (as
-    for [`azx.envs.ScaleRewards`][]).
-    """
-
-    @property
-    def observation_shape(self) -> tuple[int, ...]:
-        return (math.prod(self.env.observation_shape) + self.env.num_actions,)
-
-    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
-        board = jnp.ravel(self.env.observation(state))
-        mask = self.env.legal_action_mask(state).astype(board.dtype)
-        return jnp.concatenate([board, mask])
-
-    def symmetries(self) -> tuple[Symmetry, ...]:
-        size = math.prod(self.env.observation_shape)
-        return tuple(
-            Symmetry(np.concatenate([s.observation_index, size + s.action_index]), s.action_index)
-            for s in self.env.symmetries()
-        )
-
-
-class _ChanceOfWrapped(AbstractChanceEnv):
-    """The chance methods of a wrapper's `env`, for `EnvWrapper`'s classes that wrap a game
-    with chance."""
+class _AbstractChanceWrapper(AbstractEnvWrapper, AbstractChanceEnv):
+    """A wrapper of a game with chance, itself an [`azx.envs.AbstractChanceEnv`][] whose
+    chance methods are `env`'s: wrappers change only what is read from a state, so the
+    chance, which makes the states, passes through unchanged."""
 
     env: eqx.AbstractVar[AbstractChanceEnv]
 
@@ -167,13 +106,111 @@ class _ChanceOfWrapped(AbstractChanceEnv):
         return self.env.sample_outcome(afterstate, key)
 
 
-@functools.cache
-def _with_chance(wrapper: type) -> type:
-    # A subclass per wrapper class, made once: it adds the chance methods and overrides
-    # none of the wrapper's own, so which method runs stays plain. Named as the wrapper,
-    # so that it prints as the wrapper does.
-    return type(wrapper)(
-        wrapper.__name__,
-        (wrapper, _ChanceOfWrapped),
-        {"__module__": wrapper.__module__, "__qualname__": wrapper.__qualname__},
-    )
+class AbstractScaleRewards(AbstractEnvWrapper):
+    """What [`azx.envs.ScaleRewards`][] makes: `env` with its rewards multiplied by
+    `scale`, everything else `env`'s."""
+
+    scale: eqx.AbstractVar[float]
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return self.env.observation_shape
+
+    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
+        return self.env.observation(state)
+
+    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
+        return self.scale * self.env.rewards(state)
+
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        return self.env.symmetries()
+
+
+def _check_scale(scale: float) -> float:
+    if isinstance(scale, bool) or not isinstance(scale, int | float) or not scale > 0:
+        raise ValueError(f"scale must be a positive number, got {scale!r}")
+    return float(scale)
+
+
+class _ScaleRewards(AbstractScaleRewards):
+    env: AbstractEnv
+    scale: float = eqx.field(static=True)
+
+    def __init__(self, env: AbstractEnv, scale: float):
+        self.env, self.scale = env, _check_scale(scale)
+
+
+class _ScaleRewardsWithChance(AbstractScaleRewards, _AbstractChanceWrapper):
+    env: AbstractChanceEnv
+    scale: float = eqx.field(static=True)
+
+    def __init__(self, env: AbstractChanceEnv, scale: float):
+        self.env, self.scale = env, _check_scale(scale)
+
+
+def ScaleRewards(env: AbstractEnv, scale: float) -> AbstractScaleRewards:
+    """An environment whose rewards are `env`'s multiplied by `scale`.
+
+    For games with large rewards (2048's merged tiles sum to thousands per game): value
+    targets of order one keep the value loss from swamping the policy loss. Everything
+    else is the wrapped environment's, its chance included: wrapping a game with chance
+    ([`azx.envs.AbstractChanceEnv`][]) gives one, with the game's chance methods.
+
+    **Returns:** an [`azx.envs.AbstractScaleRewards`][] with fields `env` and `scale`.
+
+    **Raises:** `ValueError` for a `scale` that is not a positive number.
+    """
+    if isinstance(env, AbstractChanceEnv):
+        return _ScaleRewardsWithChance(env, scale)
+    return _ScaleRewards(env, scale)
+
+
+class AbstractObserveLegalMoves(AbstractEnvWrapper):
+    """What [`azx.envs.ObserveLegalMoves`][] makes: `env` with the legal-action mask
+    appended to its flattened observation, everything else `env`'s."""
+
+    @property
+    def observation_shape(self) -> tuple[int, ...]:
+        return (math.prod(self.env.observation_shape) + self.env.num_actions,)
+
+    def observation(self, state: EnvState) -> Shaped[Array, "..."]:
+        board = jnp.ravel(self.env.observation(state))
+        mask = self.env.legal_action_mask(state).astype(board.dtype)
+        return jnp.concatenate([board, mask])
+
+    def rewards(self, state: EnvState) -> Float[Array, " num_players"]:
+        return self.env.rewards(state)
+
+    def symmetries(self) -> tuple[Symmetry, ...]:
+        size = math.prod(self.env.observation_shape)
+        return tuple(
+            Symmetry(np.concatenate([s.observation_index, size + s.action_index]), s.action_index)
+            for s in self.env.symmetries()
+        )
+
+
+class _ObserveLegalMoves(AbstractObserveLegalMoves):
+    env: AbstractEnv
+
+
+class _ObserveLegalMovesWithChance(AbstractObserveLegalMoves, _AbstractChanceWrapper):
+    env: AbstractChanceEnv
+
+
+def ObserveLegalMoves(env: AbstractEnv) -> AbstractObserveLegalMoves:
+    """An environment whose observation also says which moves are legal: `env`'s
+    observation, flattened, followed by the legal-action mask.
+
+    For games where the number and place of one's legal moves carry much of a position's
+    value (othello's mobility) but take many layers to compute from the board: a network
+    reads them directly. The observation is one flat vector (for networks that flatten
+    their input, such as [`azx.nets.MLP`][]), of the wrapped observation's dtype.
+    Symmetries carry over: the board part moves as the wrapped board does, the mask as
+    the actions do. Everything else is the wrapped environment's, its chance included (as
+    for [`azx.envs.ScaleRewards`][]).
+
+    **Returns:** an [`azx.envs.AbstractObserveLegalMoves`][] with field `env`.
+    """
+    if isinstance(env, AbstractChanceEnv):
+        return _ObserveLegalMovesWithChance(env)
+    return _ObserveLegalMoves(env)

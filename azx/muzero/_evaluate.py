@@ -3,12 +3,10 @@
 import dataclasses
 
 import jax
-import jax.numpy as jnp
 
-from .._trainer import row_keys
+from .._episodes import EvaluationResult, play_episodes
 from .._types import PRNGKey
 from .._validate import check_positive_int
-from ..ppo import EvaluationResult
 from ..search import PUCTRoot, SequentialHalving
 from ._model import search_states
 from ._trainer import MuZero
@@ -57,32 +55,17 @@ def evaluate(
             f"num_players={env.num_players}"
         )
     search = greedy_search(trainer) if greedy else trainer.search
-    env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), num_episodes))
 
-    def move(state):
-        (env_state, total, length, running), index = state
-        keys = row_keys(jax.random.fold_in(key, 1 + index), jnp.int32(0), num_episodes)
+    def move(env_state, running, keys):
+        del running  # an ended episode's row plays on; play_episodes ignores its moves
         pairs = jax.vmap(jax.random.split)(keys)
         search_keys, step_keys = pairs[:, 0], pairs[:, 1]
         action = search_states(search, net, env, env_state, key=search_keys).action
         next_state = jax.vmap(env.step)(env_state, action, step_keys)
         reward = jax.vmap(env.rewards)(next_state)[:, 0]
         ended = jax.vmap(env.terminated)(next_state) | jax.vmap(env.truncated)(next_state)
-        total = total + jnp.where(running, reward, 0.0)
-        length = length + running.astype(jnp.int32)
-        # An ended episode's row plays on until all have ended; those moves do not count.
-        return (next_state, total, length, running & ~ended), index + 1
+        return next_state, reward, ended
 
-    carry = (
-        env_state,
-        jnp.zeros(num_episodes, jnp.float32),
-        jnp.zeros(num_episodes, jnp.int32),
-        jnp.ones(num_episodes, bool),
+    return play_episodes(
+        jax.vmap(env.init), move, num_episodes=num_episodes, key=key, max_steps=max_steps
     )
-
-    def playing(state):
-        (_, _, _, running), index = state
-        return jnp.any(running) & (index < max_steps)
-
-    (_, total, length, running), _ = jax.lax.while_loop(playing, move, (carry, jnp.int32(0)))
-    return EvaluationResult(returns=total, lengths=length, finished=~running)

@@ -5,6 +5,7 @@ discrete actions, and feed-forward ones with continuous actions, with the
 same trainer contract, sharding and checkpoints as [`azx.alphazero`][].
 """
 
+from .._episodes import EvaluationResult as EvaluationResult
 from ._config import Config as Config
 from ._continuous_net import ContinuousActorCritic as ContinuousActorCritic
 from ._distributions import (
@@ -15,7 +16,7 @@ from ._distributions import (
     TanhNormal as TanhNormal,
     action_distribution as action_distribution,
 )
-from ._evaluate import EvaluationResult as EvaluationResult, evaluate as evaluate
+from ._evaluate import evaluate as evaluate
 from ._gae import gae as gae
 from ._loss import LossParts as LossParts, loss as loss
 from ._policy import ObservationStats as ObservationStats

@@ -10,9 +10,9 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
+from .._numerics import ILLEGAL_LOGIT
 from .._types import PRNGKey
 from ..envs import AbstractEnv, BoxActions
-from ..search import ILLEGAL_LOGIT
 
 
 #: Names of the action distributions [`azx.ppo.Config`][] offers, by kind of action space.

@@ -400,9 +400,8 @@ class MctxGumbel(AbstractMctxSearch):
     def _check_env(self, env: AbstractEnv) -> None:
         check_players(env)
         if self._plans_chance(env):
-            name = getattr(env, "name", None) or type(env).__name__
             raise ValueError(
-                f"MctxGumbel cannot plan over the chance of environment {name!r} (an "
+                f"MctxGumbel cannot plan over the chance of environment {env.name!r} (an "
                 "AbstractChanceEnv): mctx has no Gumbel variant of its stochastic policy "
                 "(mctx.stochastic_muzero_policy is PUCT only). Use the native Gumbel "
                 "(backend='native'), which has chance nodes, MctxPUCT (algo 'puct'), or "

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
+from .._numerics import ILLEGAL_LOGIT as ILLEGAL_LOGIT
 from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 
@@ -18,9 +19,6 @@ from ..envs import AbstractEnv
 #: the player to move. Any callable of this shape serves (an `eqx.Module` such as
 #: [`azx.nets.MLP`][], a closure over parameters); the search vmaps it over the batch.
 PolicyValueNet: TypeAlias = Callable[[Array], tuple[Float[Array, " num_actions"], Float[Array, ""]]]
-
-#: Logit given to illegal actions: finite, so that softmax and its gradients stay NaN-free.
-ILLEGAL_LOGIT = -1e9
 
 
 class Evaluation(eqx.Module):
