@@ -218,7 +218,8 @@ class AbstractNativeSearch(AbstractSearch):
     def init_for_states(
         self, example_state: PyTree[Array], num_actions: int, batch_size: int
     ) -> Tree:
-        """Every leaf of the states is kept."""
+        """Empty trees for `search` over a model whose states look like `example_state`
+        (ONE state), with `num_actions` edges per node; every leaf of the states is kept."""
         check_positive_int("num_actions", num_actions)
         check_positive_int("batch_size", batch_size)
         return tree_for(example_state, None, num_actions, batch_size, self.capacity)
