@@ -91,7 +91,8 @@ def _chance_variants() -> dict:
         "chance-gumbel": ("Gumbel", {}),
         "chance-gumbel-reuse": ("Gumbel", {"reuse_tree": True}),
         "chance-mctx-puct": ("MctxPUCT", {}),
-        "chance-mctx-gumbel": ("MctxGumbel", {}),
+        # mctx's stochastic policy is PUCT only: its Gumbel policy samples the outcomes.
+        "chance-mctx-gumbel-sampled": ("MctxGumbel", {"chance_nodes": False}),
     }
 
 
@@ -290,9 +291,10 @@ def main(argv=None) -> int:
             # from running out of memory for compiled code.
             jax.clear_caches()
             print(f"{game} {name}: done", flush=True)
+        if args.mode == "save":  # after each game, so that a long run keeps what it did
+            np.savez_compressed(args.path, **arrays)
+            print(f"saved {len(arrays)} arrays to {args.path}", flush=True)
     if args.mode == "save":
-        np.savez_compressed(args.path, **arrays)
-        print(f"saved {len(arrays)} arrays to {args.path}")
         return 0
     saved = np.load(args.path)
     differing = []
