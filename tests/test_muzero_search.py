@@ -158,7 +158,7 @@ def test_learned_model_root_and_step():
 def _native_and_mctx(native, reference, model, roots, key):
     tree = native.init_for_states(jnp.zeros(8), 4, BATCH)
     out = native.search(model, tree, roots, key=key)
-    ref = reference.model_policy_output(model, roots, key)
+    ref = reference.policy_output(model, roots, key)
     return out, out.tree.root_child_visits(), ref
 
 
@@ -205,12 +205,13 @@ def test_native_search_over_a_learned_model_agrees_with_mctx(algo, two_player):
         assert np.all(legal[np.arange(BATCH), np.asarray(out.action)])
 
 
-def test_mctx_search_refuses_a_model_with_chance():
+def test_mctx_gumbel_search_refuses_a_model_with_chance():
+    """mctx's stochastic policy is PUCT's only, so MctxGumbel refuses a chance model."""
     env = azx.envs.make("2048")
     model = azx.search.ChanceModel(env=env, net=mlp(env, seed=0), gamma=1.0)
-    search = MctxPUCT(4)
-    with pytest.raises(ValueError, match="has chance nodes"):
-        search.search(model, search.init(env, 2), None, key=jax.random.key(0))
+    search = MctxGumbel(4)
+    with pytest.raises(ValueError, match="no Gumbel variant of its stochastic policy"):
+        search.search(model, azx.search.MctxTree(), None, key=jax.random.key(0))
 
 
 def test_search_over_convolutional_embeddings_agrees_with_mctx():
@@ -237,7 +238,7 @@ def test_search_over_convolutional_embeddings_agrees_with_mctx():
     def run(model, roots, key):
         tree = native.init_for_states(jnp.zeros((8, 3, 3)), env.num_actions, BATCH)
         out = native.search(model, tree, roots, key=key)
-        return out, out.tree.root_child_visits(), reference.model_policy_output(model, roots, key)
+        return out, out.tree.root_child_visits(), reference.policy_output(model, roots, key)
 
     out, visits, ref = run(model, roots, jax.random.key(1))
     np.testing.assert_array_equal(

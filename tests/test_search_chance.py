@@ -135,7 +135,8 @@ def _root_q(game, search, num_simulations, chance_nodes):
         search = dataclasses.replace(
             search, num_simulations=num_simulations, chance_nodes=chance_nodes
         )
-        output = eqx.filter_jit(search.policy_output)(uniform_net, game, states, jax.random.key(1))
+        model = search.environment_model(uniform_net, game)
+        output = eqx.filter_jit(search.policy_output)(model, states, jax.random.key(1))
         tree = output.search_tree
         q = tree.qvalues(jnp.zeros(BATCH, jnp.int32))
         visits = tree.children_visits[:, 0]

@@ -293,10 +293,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
 
         mover = jax.vmap(env.current_player)(state.env_state)
         outcome = None
-        if (
-            getattr(self.search, "reuse_tree", False)
-            and getattr(out.tree, "chance", None) is not None
-        ):
+        if self.search.reuse_tree and getattr(out.tree, "chance", None) is not None:
             # The search keeps the subtree of the chance outcome that happens: the game
             # steps through its afterstate and an outcome drawn from its distribution
             # (distributed as `env.step`).

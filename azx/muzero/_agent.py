@@ -7,7 +7,7 @@ from jaxtyping import Array, Bool, Int
 from .._types import EnvState, PRNGKey
 from ..arena import AbstractAgent
 from ..envs import AbstractEnv
-from ..search import AbstractMctxSearch, AbstractNativeSearch
+from ..search import AbstractSearch
 from ._model import search_states
 from ._nets import MuZeroNet
 
@@ -21,23 +21,20 @@ class MuZeroAgent(AbstractAgent):
     """
 
     net: MuZeroNet
-    search: AbstractNativeSearch | AbstractMctxSearch
+    search: AbstractSearch
 
-    def __init__(self, net: MuZeroNet, search: AbstractNativeSearch | AbstractMctxSearch):
+    def __init__(self, net: MuZeroNet, search: AbstractSearch):
         """**Arguments:**
 
         - `net`: the trained [`azx.muzero.MuZeroNet`][].
-        - `search`: a native search ([`azx.search.PUCT`][], [`azx.search.Gumbel`][]) or an
-          mctx one, without tree reuse.
+        - `search`: any [`azx.search.AbstractSearch`][] (native or mctx), without tree
+          reuse.
         """
         if not isinstance(net, MuZeroNet):
             raise ValueError(f"net must be an azx.muzero.MuZeroNet, got {type(net).__name__}")
-        if not isinstance(search, AbstractNativeSearch | AbstractMctxSearch):
-            raise ValueError(
-                f"search must be a native or an mctx search (azx.search.PUCT, Gumbel, "
-                f"MctxPUCT, MctxGumbel), got {search!r}"
-            )
-        if getattr(search, "reuse_tree", False):
+        if not isinstance(search, AbstractSearch):
+            raise ValueError(f"search must be an azx.search.AbstractSearch, got {search!r}")
+        if search.reuse_tree:
             raise ValueError(
                 "a learned model's search starts afresh at every move: pass reuse_tree=False"
             )

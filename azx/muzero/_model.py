@@ -10,9 +10,8 @@ from .._types import EnvState, PRNGKeys
 from ..envs import AbstractEnv
 from ..search import (
     ILLEGAL_LOGIT,
-    AbstractMctxSearch,
     AbstractModel,
-    AbstractNativeSearch,
+    AbstractSearch,
     Evaluation,
     SearchOutput,
     Transition,
@@ -83,7 +82,7 @@ class LearnedModel(AbstractModel):
 
 
 def search_observations(
-    search: AbstractNativeSearch | AbstractMctxSearch,
+    search: AbstractSearch,
     net: MuZeroNet,
     roots: Observation,
     *,
@@ -104,7 +103,7 @@ def search_observations(
 
 
 def search_states(
-    search: AbstractNativeSearch | AbstractMctxSearch,
+    search: AbstractSearch,
     net: MuZeroNet,
     env: AbstractEnv,
     env_state: EnvState,

@@ -20,7 +20,7 @@ from .._trainer import (
 )
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
-from ..search import AbstractMctxSearch, AbstractNativeSearch
+from ..search import AbstractSearch
 from ._config import Config
 from ._loss import loss
 from ._model import LearnedModel, Observation, search_observations, search_states
@@ -113,7 +113,7 @@ class MuZero(AbstractTrainer[TrainState]):
     """
 
     env: AbstractEnv
-    search: AbstractNativeSearch | AbstractMctxSearch
+    search: AbstractSearch
     config: Config
     replay: SegmentReplay
     axis_name: str | None = eqx.field(static=True)
@@ -121,7 +121,7 @@ class MuZero(AbstractTrainer[TrainState]):
     def __init__(
         self,
         env: AbstractEnv,
-        search: AbstractNativeSearch | AbstractMctxSearch,
+        search: AbstractSearch,
         config: Config = Config(),
         *,
         axis_name: str | None = None,
@@ -140,12 +140,9 @@ class MuZero(AbstractTrainer[TrainState]):
                 f"MuZero trains 1-player environments and 2-player zero-sum games; the "
                 f"environment has num_players={env.num_players}"
             )
-        if not isinstance(search, AbstractNativeSearch | AbstractMctxSearch):
-            raise ValueError(
-                "search must be a native search (azx.search.PUCT, azx.search.Gumbel) or an "
-                f"mctx one (azx.search.MctxPUCT, azx.search.MctxGumbel), got {search!r}"
-            )
-        if getattr(search, "reuse_tree", False):
+        if not isinstance(search, AbstractSearch):
+            raise ValueError(f"search must be an azx.search.AbstractSearch, got {search!r}")
+        if search.reuse_tree:
             raise ValueError(
                 "MuZero's search starts afresh at every move (a learned model's tree holds "
                 "predicted embeddings, not the states the game reached): pass "

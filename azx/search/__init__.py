@@ -26,9 +26,10 @@ from ._model import (
     evaluate as evaluate,
     transition as transition,
 )
-from ._native import PUCT as PUCT, AbstractNativeSearch as AbstractNativeSearch, Gumbel as Gumbel
+from ._native import PUCT as PUCT, Gumbel as Gumbel
 from ._puct import PUCTRoot as PUCTRoot, PUCTRule as PUCTRule
 from ._simulate import (
+    AbstractNativeSearch as AbstractNativeSearch,
     AbstractQTransform as AbstractQTransform,
     AbstractRootPolicy as AbstractRootPolicy,
     AbstractSelectionRule as AbstractSelectionRule,

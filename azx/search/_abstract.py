@@ -7,8 +7,9 @@ from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._types import EnvState, PRNGKey, PRNGKeys
 from .._validate import check_positive_int
-from ..envs import AbstractEnv
-from ._model import PolicyValueNet
+from ..envs import AbstractChanceEnv, AbstractEnv
+from ._chance import ChanceModel
+from ._model import AbstractModel, EnvironmentModel, PolicyValueNet, check_players
 
 
 def part_field(default: type) -> Any:
@@ -45,35 +46,56 @@ class AbstractSearch(eqx.Module):
     """Interface of a batched search (native MCTS, mctx, ...).
 
     A search is configuration only (a frozen Module); the changing part is the tree, which
-    callers thread through `__call__` and `advance`. The network is any callable that maps
-    ONE observation to `(logits, value)` ([`azx.search.PolicyValueNet`][]); the search
-    vmaps it.
+    callers thread through `search` (or `__call__`) and `advance`. A search plans with any
+    [`azx.search.AbstractModel`][] (`search`); planning in a game with a network
+    (`__call__`) is that, with the model the game and the search's `chance_nodes` call for
+    (`environment_model`). The network is any callable that maps ONE observation to
+    `(logits, value)` ([`azx.search.PolicyValueNet`][]); the model vmaps it.
     """
 
     num_simulations: eqx.AbstractVar[int]
     gamma: eqx.AbstractVar[float]
     """Discount per move; the trainer gives its replay buffer the same."""
+    reuse_tree: eqx.AbstractVar[bool]
+    """Whether `advance` keeps the subtree under the played action for the next search."""
+    chance_nodes: eqx.AbstractVar[bool]
+    """In a game that exposes its chance ([`azx.envs.AbstractChanceEnv`][]), plan over its
+    outcomes with chance nodes ([`azx.search.ChanceModel`][]); otherwise sample one
+    outcome per expansion ([`azx.search.EnvironmentModel`][])."""
 
     @abc.abstractmethod
     def init(self, env: AbstractEnv, batch_size: int) -> PyTree[Any]:
-        """Empty trees for `batch_size` environments of `env`."""
+        """Empty trees for `batch_size` environments of `env`, for `__call__`.
+
+        **Raises:** `ValueError` for a game this search cannot plan in.
+        """
 
     @abc.abstractmethod
-    def __call__(
+    def init_for_states(
+        self, example_state: PyTree[Array], num_actions: int, batch_size: int
+    ) -> PyTree[Any]:
+        """Empty trees for `batch_size` searches (`search`) over a model whose states look
+        like `example_state` (ONE state, no batch axis; any pytree of arrays, such as a
+        learned model's embedding) with `num_actions` edges per node."""
+
+    @abc.abstractmethod
+    def search(
         self,
-        net: PolicyValueNet,
-        env: AbstractEnv,
+        model: AbstractModel,
         tree: PyTree[Any],
-        env_state: EnvState,
+        state: PyTree[Any],
         *,
         key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
-        """Search from the batched `env_state` (leading axis `batch`) and pick actions.
+        """Search from the batched `state` of the world (leading axis `batch`, as
+        `model.root` takes it) with `model`, and pick actions.
 
-        `tree` is what `init` or `advance` returned; a search that reuses trees continues
-        from the statistics it holds. `key` is one key, or one key per row (shape
-        `[batch]`): with one key per row, each row's result depends only on its own key
-        and state, whatever batch (or device shard) it sits in.
+        `tree` is what `init`, `init_for_states` or `advance` returned; a search that
+        reuses trees continues from the statistics it holds. `key` is one key, or one key
+        per row (shape `[batch]`): with one key per row, each row's result depends only on
+        its own key and state, whatever batch (or device shard) it sits in.
+
+        **Raises:** `ValueError` for a model this search cannot plan with.
         """
 
     @abc.abstractmethod
@@ -90,6 +112,40 @@ class AbstractSearch(eqx.Module):
         row ([`azx.envs.AbstractChanceEnv`][]), which a search with chance nodes needs to
         keep the subtree for what happened; searches without chance nodes ignore it.
         """
+
+    def plans_chance(self, env: AbstractEnv) -> bool:
+        """Whether this search plans over `env`'s chance outcomes with chance nodes."""
+        return self.chance_nodes and isinstance(env, AbstractChanceEnv)
+
+    def environment_model(self, net: PolicyValueNet, env: AbstractEnv) -> AbstractModel:
+        """The model this search plans with in `env` with `net`: a
+        [`azx.search.ChanceModel`][] where it plans over chance (`plans_chance`), else an
+        [`azx.search.EnvironmentModel`][]; both discount by `gamma`.
+
+        **Raises:** `ValueError` for a game of more than two players.
+        """
+        check_players(env)
+        if self.plans_chance(env):
+            return ChanceModel(env=env, net=net, gamma=self.gamma)
+        return EnvironmentModel(env=env, net=net, gamma=self.gamma)
+
+    def __call__(
+        self,
+        net: PolicyValueNet,
+        env: AbstractEnv,
+        tree: PyTree[Any],
+        env_state: EnvState,
+        *,
+        key: PRNGKey | PRNGKeys,
+    ) -> SearchOutput:
+        """Search from the batched `env_state` (leading axis `batch`) of `env` with `net`,
+        and pick actions: `search` with `environment_model(net, env)`, the policy target
+        cut to the game's actions (a tree with chance nodes has edges as wide as the larger
+        of the numbers of actions and outcomes). `tree` and `key` are as for `search`.
+        """
+        output = self.search(self.environment_model(net, env), tree, env_state, key=key)
+        target = output.policy_target[:, : env.num_actions]
+        return eqx.tree_at(lambda o: o.policy_target, output, target)
 
     def with_num_simulations(self, num_simulations: int) -> "AbstractSearch":
         """The same search with fewer simulations, working on the same trees (what

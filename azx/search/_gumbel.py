@@ -9,10 +9,12 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, Real
 
+from .._types import PRNGKeys
 from .._validate import check_float, check_positive_int
 from ._model import ILLEGAL_LOGIT, Evaluation
 from ._puct import EPSILON, reduce_actions
 from ._simulate import (
+    AbstractNativeSearch,
     AbstractRootPolicy,
     AbstractSelectionRule,
     QBySiblings,
@@ -197,7 +199,9 @@ class SequentialHalving(AbstractRootPolicy):
         check_positive_int("max_num_considered_actions", self.max_num_considered_actions)
         check_float("gumbel_scale", self.gumbel_scale, low=0.0)
 
-    def plan(self, search, evaluation: Evaluation, tree: Tree, key) -> RootPlan:
+    def plan(
+        self, search: AbstractNativeSearch, evaluation: Evaluation, tree: Tree, key: PRNGKeys
+    ) -> RootPlan:
         keys = jax.vmap(lambda k: jax.random.split(k, 2))(key)
         gumbel_key, search_key = keys[:, 0], keys[:, 1]
         legal = evaluation.legal_action_mask
@@ -242,7 +246,14 @@ class SequentialHalving(AbstractRootPolicy):
 
         return RootPlan(root_prior, select, search_key, (gumbel, logits))
 
-    def decide(self, search, plan: RootPlan, evaluation: Evaluation, tree: Tree, search_visits):
+    def decide(
+        self,
+        search: AbstractNativeSearch,
+        plan: RootPlan,
+        evaluation: Evaluation,
+        tree: Tree,
+        search_visits: Int[Array, "batch num_actions"],
+    ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"]]:
         gumbel, logits = plan.memo
         legal = evaluation.legal_action_mask
         root = tree.node(ROOT_INDEX, search.qtransform.range(tree))

@@ -3,25 +3,24 @@ expose their chance, `mctx.stochastic_muzero_policy`, behind AbstractSearch."""
 
 import abc
 import functools
+from typing import Any, ClassVar
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import mctx
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey, PRNGKeys
 from .._validate import check_float, check_positive_int
-from ..envs import AbstractChanceEnv, AbstractEnv
+from ..envs import AbstractEnv
 from ._abstract import AbstractSearch, SearchOutput, check_part, part_field, static_field
 from ._chance import ChanceModel, ChanceState
 from ._gumbel import GumbelRule, SequentialHalving, completed_q
 from ._model import (
     AbstractModel,
-    EnvironmentModel,
     Evaluation,
-    PolicyValueNet,
     check_players,
     row_keys,
 )
@@ -54,11 +53,11 @@ def _model_recurrent_fn(model: AbstractModel):
     return recurrent_fn
 
 
-def _stochastic_recurrent_fns(net: PolicyValueNet, env: AbstractChanceEnv, gamma: float):
-    """mctx's decision and chance functions for `env`, both steps of a
-    [`azx.search.ChanceModel`][], with embeddings its `ChanceState`s: a decision node's
-    the state, a chance node's its parent's state and the action taken there."""
-    model = ChanceModel(env=env, net=net, gamma=gamma)
+def _stochastic_recurrent_fns(model: ChanceModel):
+    """mctx's decision and chance functions for `model`'s game, both steps of the model,
+    with embeddings its `ChanceState`s: a decision node's the state, a chance node's its
+    parent's state and the action taken there."""
+    env = model.env
 
     def at(state: ChanceState, is_chance: bool) -> ChanceState:
         return eqx.tree_at(lambda s: s.is_chance, state, jnp.full_like(state.is_chance, is_chance))
@@ -138,7 +137,7 @@ def qtransform_completed_by_tree(
     )
 
 
-def _model_root(model: AbstractModel, state: EnvState):
+def _model_root(model: AbstractModel, state: PyTree[Any]):
     """mctx's root for a batch of the world's states: the model's root states as the
     embeddings, and their evaluation."""
     embedding, evaluation = model.root(state)
@@ -148,30 +147,41 @@ def _model_root(model: AbstractModel, state: EnvState):
     return root, evaluation
 
 
-def _root(net: PolicyValueNet, env: AbstractEnv, env_state: EnvState):
-    # The root's evaluation does not depend on the discount.
-    return _model_root(EnvironmentModel(env=env, net=net, gamma=1.0), env_state)
-
-
 class AbstractMctxSearch(AbstractSearch):
     """A search by one of mctx's policies, which builds a fresh tree every search: what
     [`azx.search.MctxPUCT`][] and [`azx.search.MctxGumbel`][] share.
 
     They take the same parts as the native searches ([`azx.search.PUCT`][],
     [`azx.search.Gumbel`][]), less the tree's (no capacity, reuse or backend), and hand
-    them to mctx; subclasses give `policy_output`, the mctx call for a batch under one key.
+    them to mctx; each gives `policy_output`, the mctx call for a batch under one key.
     `chance_nodes` is the native searches' switch: in a game that exposes its chance
     ([`azx.envs.AbstractChanceEnv`][]), plan over the outcomes (where mctx can), or with
     `False` sample one outcome per expansion.
+
+    **Arguments** (of both):
+
+    - `num_simulations`: simulations per search.
+    - `rule`, `root_policy`: the algorithm's parts, whose settings go to mctx.
+    - `qtransform`: [`azx.search.QBySiblings`][] (mctx's own) or
+      [`azx.search.QByTree`][].
+    - `max_depth`: most edges from the root to a leaf (default: no limit).
+    - `gamma`: discount per move, in (0, 1].
+    - `chance_nodes`: as above.
     """
 
-    num_simulations: eqx.AbstractVar[int]
+    num_simulations: int = eqx.field(static=True)
+    qtransform: AbstractQTransform = part_field(QBySiblings)
+    max_depth: int | None = static_field(None)
+    gamma: float = static_field(1.0)
+    chance_nodes: bool = static_field(True)
     rule: eqx.AbstractVar[PUCTRule | GumbelRule]
     root_policy: eqx.AbstractVar[PUCTRoot | SequentialHalving]
-    qtransform: eqx.AbstractVar[AbstractQTransform]
-    max_depth: eqx.AbstractVar[int | None]
-    gamma: eqx.AbstractVar[float]
-    chance_nodes: eqx.AbstractVar[bool]
+
+    #: mctx rebuilds its tree every search, so no tree is reused.
+    reuse_tree: ClassVar[bool] = False
+    #: Why this search cannot plan over chance nodes, or None where mctx's stochastic
+    #: policy (`mctx.stochastic_muzero_policy`) plans with a [`azx.search.ChanceModel`][].
+    chance_refusal: eqx.AbstractClassVar[str | None]
 
     def __check_init__(self):
         check_positive_int("num_simulations", self.num_simulations)
@@ -180,80 +190,67 @@ class AbstractMctxSearch(AbstractSearch):
         check_float("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
         check_part("qtransform", self.qtransform, AbstractQTransform)
 
-    def _plans_chance(self, env: AbstractEnv) -> bool:
-        return self.chance_nodes and isinstance(env, AbstractChanceEnv)
-
-    def _check_env(self, env: AbstractEnv) -> None:
-        """Refuse what this search cannot search (a subclass adds its own refusals)."""
-        check_players(env)
-
     @abc.abstractmethod
     def policy_output(
-        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
-    ) -> mctx.PolicyOutput:
-        """mctx's output for the batch `env_state` under one key: its action, action
-        weights and search tree (whose statistics, such as the root's Q values, a caller
-        may read)."""
-
-    @abc.abstractmethod
-    def model_policy_output(
-        self, model: AbstractModel, state: EnvState, key: PRNGKey
+        self, model: AbstractModel, state: PyTree[Any], key: PRNGKey
     ) -> mctx.PolicyOutput:
         """mctx's output for the batch `state` of the world under one key, planning with
-        any [`azx.search.AbstractModel`][] without chance (such as a learned model): its
-        steps are mctx's recurrent function, its root states mctx's root embeddings."""
-
-    def _policy(
-        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
-    ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"], Float[Array, " batch"]]:
-        """Action, policy target and root value of each row, from one mctx call."""
-        return _read(self.policy_output(net, env, env_state, key))
+        `model` (a model this search plans with, which `search` checks): its root states
+        are mctx's root embeddings and its steps mctx's recurrent functions. The output
+        holds the action, the action weights and the search tree (whose statistics, such
+        as the root's Q values, a caller may read)."""
 
     def init(self, env: AbstractEnv, batch_size: int) -> MctxTree:
-        self._check_env(env)
+        check_players(env)
+        if self.plans_chance(env) and self.chance_refusal is not None:
+            name = env.name
+            raise ValueError(
+                f"{type(self).__name__} cannot plan over the chance of environment {name!r} "
+                f"(an AbstractChanceEnv): {self.chance_refusal}"
+            )
         check_positive_int("batch_size", batch_size)
         return MctxTree()
 
     def init_for_states(
-        self, example_state: EnvState, num_actions: int, batch_size: int
+        self, example_state: PyTree[Array], num_actions: int, batch_size: int
     ) -> MctxTree:
-        """The (empty) tree for [`azx.search.AbstractMctxSearch.search`][] over a model
-        whose states look like `example_state`: what the native searches'
-        `init_for_states` is for them, so that one caller serves both."""
+        """The (empty) tree for `search` over a model whose states look like
+        `example_state`: what the native searches' `init_for_states` is for them, so that
+        one caller serves both."""
         del example_state
         check_positive_int("num_actions", num_actions)
         check_positive_int("batch_size", batch_size)
         return MctxTree()
 
-    def __call__(
+    def search(
         self,
-        net: PolicyValueNet,
-        env: AbstractEnv,
+        model: AbstractModel,
         tree: MctxTree,
-        env_state: EnvState,
+        state: PyTree[Any],
         *,
         key: PRNGKey | PRNGKeys,
     ) -> SearchOutput:
-        self._check_env(env)
-        return _by_rows(
-            lambda state, one_key: self._policy(net, env, state, one_key), tree, env_state, key
-        )
+        """Search from the batched `state` with `model` by mctx; `tree` is what `init` or
+        `init_for_states` returned. A model with chance nodes must be a
+        [`azx.search.ChanceModel`][], which mctx's stochastic policy plans with, and only
+        where this search has one (`chance_refusal`).
 
-    def search(
-        self, model: AbstractModel, tree: MctxTree, state: EnvState, *, key: PRNGKey | PRNGKeys
-    ) -> SearchOutput:
-        """Search from the batched `state` with any [`azx.search.AbstractModel`][] without
-        chance (the native searches' `search`, by mctx); `tree` is what `init` returned.
-
-        **Raises:** `ValueError` for a model with chance nodes.
+        **Raises:** `ValueError` for a model with chance nodes that this search cannot
+        plan with.
         """
-        if model.has_chance:
+        if model.has_chance and self.chance_refusal is not None:
             raise ValueError(
-                f"{type(self).__name__}.search plans with models without chance; "
-                f"{type(model).__name__} has chance nodes (search the game itself instead)"
+                f"{type(self).__name__} cannot plan over the chance nodes of "
+                f"{type(model).__name__}: {self.chance_refusal}"
+            )
+        if model.has_chance and not isinstance(model, ChanceModel):
+            raise ValueError(
+                f"{type(self).__name__} plans over chance only with an azx.search.ChanceModel "
+                f"(mctx's stochastic policy needs the game's actions and outcomes); "
+                f"{type(model).__name__} has chance nodes"
             )
         return _by_rows(
-            lambda rows, one_key: _read(self.model_policy_output(model, rows, one_key)),
+            lambda rows, one_key: _read(self.policy_output(model, rows, one_key)),
             tree,
             state,
             key,
@@ -315,42 +312,48 @@ class MctxPUCT(AbstractMctxSearch):
     `store_all_state_leaves`.
     """
 
-    num_simulations: int = eqx.field(static=True)
     rule: PUCTRule = part_field(PUCTRule)
     root_policy: PUCTRoot = part_field(PUCTRoot)
-    qtransform: AbstractQTransform = part_field(QBySiblings)
-    max_depth: int | None = static_field(None)
-    gamma: float = static_field(1.0)
-    chance_nodes: bool = static_field(True)
+
+    chance_refusal: ClassVar[str | None] = None
 
     def policy_output(
-        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
+        self, model: AbstractModel, state: PyTree[Any], key: PRNGKey
     ) -> mctx.PolicyOutput:
-        self._check_env(env)
-        if not self._plans_chance(env):
-            model = EnvironmentModel(env=env, net=net, gamma=self.gamma)
-            return self.model_policy_output(model, env_state, key)
-        root, evaluation = _root(net, env, env_state)
-        batch_size = evaluation.value.shape[0]
-        decision = ChanceState(
-            env_state, jnp.zeros(batch_size, jnp.int32), jnp.zeros(batch_size, bool)
-        )
-        decision_fn, chance_fn = _stochastic_recurrent_fns(net, env, self.gamma)
-        with third_party_numerics():
-            return mctx.stochastic_muzero_policy(
-                root=root.replace(embedding=decision),
-                decision_recurrent_fn=decision_fn,
-                chance_recurrent_fn=chance_fn,
-                **self._common(evaluation, key),
-            )
-
-    def model_policy_output(
-        self, model: AbstractModel, state: EnvState, key: PRNGKey
-    ) -> mctx.PolicyOutput:
+        if model.has_chance:
+            return self._stochastic_policy_output(model, state, key)
         root, evaluation = _model_root(model, state)
         with third_party_numerics():
             return mctx.muzero_policy(
                 root=root, recurrent_fn=_model_recurrent_fn(model), **self._common(evaluation, key)
+            )
+
+    def _stochastic_policy_output(
+        self, model: ChanceModel, state: EnvState, key: PRNGKey
+    ) -> mctx.PolicyOutput:
+        """`mctx.stochastic_muzero_policy` over `model`'s game, from decision nodes."""
+        decision, evaluation = model.root(state)
+        # The root is a decision node: its edges are the game's actions, without the
+        # padding to the outcomes that the chance model's evaluations carry.
+        num_actions = model.env.num_actions
+        evaluation = eqx.tree_at(
+            lambda e: (e.logits, e.legal_action_mask),
+            evaluation,
+            (
+                evaluation.logits[:, :num_actions],
+                evaluation.legal_action_mask[:, :num_actions],
+            ),
+        )
+        root = mctx.RootFnOutput(
+            prior_logits=evaluation.logits, value=evaluation.value, embedding=decision
+        )
+        decision_fn, chance_fn = _stochastic_recurrent_fns(model)
+        with third_party_numerics():
+            return mctx.stochastic_muzero_policy(
+                root=root,
+                decision_recurrent_fn=decision_fn,
+                chance_recurrent_fn=chance_fn,
+                **self._common(evaluation, key),
             )
 
     def _common(self, evaluation: Evaluation, key: PRNGKey) -> dict:
@@ -389,34 +392,17 @@ class MctxGumbel(AbstractMctxSearch):
     `visit_count_target` are native only.
     """
 
-    num_simulations: int = eqx.field(static=True)
     rule: GumbelRule = part_field(GumbelRule)
     root_policy: SequentialHalving = part_field(SequentialHalving)
-    qtransform: AbstractQTransform = part_field(QBySiblings)
-    max_depth: int | None = static_field(None)
-    gamma: float = static_field(1.0)
-    chance_nodes: bool = static_field(True)
 
-    def _check_env(self, env: AbstractEnv) -> None:
-        check_players(env)
-        if self._plans_chance(env):
-            raise ValueError(
-                f"MctxGumbel cannot plan over the chance of environment {env.name!r} (an "
-                "AbstractChanceEnv): mctx has no Gumbel variant of its stochastic policy "
-                "(mctx.stochastic_muzero_policy is PUCT only). Use the native Gumbel "
-                "(backend='native'), which has chance nodes, MctxPUCT (algo 'puct'), or "
-                "chance_nodes=False to sample one outcome per expansion"
-            )
+    chance_refusal: ClassVar[str | None] = (
+        "mctx has no Gumbel variant of its stochastic policy (mctx.stochastic_muzero_policy "
+        "is PUCT only). Use the native Gumbel (backend='native'), which has chance nodes, "
+        "MctxPUCT (algo 'puct'), or chance_nodes=False to sample one outcome per expansion"
+    )
 
     def policy_output(
-        self, net: PolicyValueNet, env: AbstractEnv, env_state: EnvState, key: PRNGKey
-    ) -> mctx.PolicyOutput:
-        self._check_env(env)
-        model = EnvironmentModel(env=env, net=net, gamma=self.gamma)
-        return self.model_policy_output(model, env_state, key)
-
-    def model_policy_output(
-        self, model: AbstractModel, state: EnvState, key: PRNGKey
+        self, model: AbstractModel, state: PyTree[Any], key: PRNGKey
     ) -> mctx.PolicyOutput:
         root, evaluation = _model_root(model, state)
         rule = self.rule

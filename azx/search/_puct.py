@@ -10,9 +10,11 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int
 
 from .. import _random
+from .._types import PRNGKeys
 from .._validate import check_float
 from ._model import ILLEGAL_LOGIT, Evaluation
 from ._simulate import (
+    AbstractNativeSearch,
     AbstractRootPolicy,
     AbstractSelectionRule,
     RootPlan,
@@ -115,7 +117,9 @@ class PUCTRoot(AbstractRootPolicy):
         check_float("dirichlet_fraction", self.dirichlet_fraction, low=0.0, high=1.0)
         check_float("temperature", self.temperature, low=0.0)
 
-    def plan(self, search, evaluation: Evaluation, tree: Tree, key) -> RootPlan:
+    def plan(
+        self, search: AbstractNativeSearch, evaluation: Evaluation, tree: Tree, key: PRNGKeys
+    ) -> RootPlan:
         del search, tree
         keys = _split_rows(key, 3)
         noise_key, search_key, action_key = keys[:, 0], keys[:, 1], keys[:, 2]
@@ -134,7 +138,14 @@ class PUCTRoot(AbstractRootPolicy):
         # The root is selected like every other node, inside the descent.
         return RootPlan(prior_probabilities(logits, legal), None, search_key, action_key)
 
-    def decide(self, search, plan: RootPlan, evaluation: Evaluation, tree: Tree, search_visits):
+    def decide(
+        self,
+        search: AbstractNativeSearch,
+        plan: RootPlan,
+        evaluation: Evaluation,
+        tree: Tree,
+        search_visits: Int[Array, "batch num_actions"],
+    ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"]]:
         del search, search_visits
         legal = evaluation.legal_action_mask
         visits = tree.root_child_visits()

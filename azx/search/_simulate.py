@@ -35,19 +35,26 @@ from typing import Any, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-from jaxtyping import Array, Bool, Float, Int
+from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from .._types import EnvState, PRNGKeys
-from ._backend import AbstractBackend, RootEdge
-from ._model import AbstractModel, Evaluation, Transition
+from .._types import EnvState, PRNGKey, PRNGKeys
+from .._validate import check_float, check_positive_int
+from ..envs import AbstractEnv
+from ._abstract import AbstractSearch, SearchOutput, check_part, part_field, static_field
+from ._backend import AbstractBackend, PlatformBackend, RootEdge
+from ._chance import empty_chance_tree, keep_outcome_subtree
+from ._model import AbstractModel, Evaluation, Transition, check_players, row_keys
 from ._tree import (
     ROOT_INDEX,
     UNVISITED,
     Node,
     Tree,
+    empty_tree,
+    keep_subtree,
     node_stats_rows,
     store_node,
     take,
+    tree_for,
     tree_q_range,
 )
 
@@ -119,13 +126,15 @@ class AbstractRootPolicy(eqx.Module):
     and the action and policy target read from the statistics they leave."""
 
     @abc.abstractmethod
-    def plan(self, search: Any, evaluation: Evaluation, tree: Tree, key: PRNGKeys) -> RootPlan:
+    def plan(
+        self, search: "AbstractNativeSearch", evaluation: Evaluation, tree: Tree, key: PRNGKeys
+    ) -> RootPlan:
         """Set up the roots of a search (`search`: the native search running it)."""
 
     @abc.abstractmethod
     def decide(
         self,
-        search: Any,
+        search: "AbstractNativeSearch",
         plan: RootPlan,
         evaluation: Evaluation,
         tree: Tree,
@@ -133,6 +142,133 @@ class AbstractRootPolicy(eqx.Module):
     ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"]]:
         """Each row's action and policy target, from the tree after the simulations and
         each root action's visits in this search (counted only with a root selection)."""
+
+
+class AbstractNativeSearch(AbstractSearch):
+    """A search over a preallocated [`azx.search.Tree`][] that it can reuse between moves:
+    what [`azx.search.PUCT`][] and [`azx.search.Gumbel`][] share. Each is its parts: a
+    selection rule, a root policy, a Q transform and a backend, and the settings below,
+    which are this class's fields (the rule's and the root policy's are each search's).
+
+    **Arguments** (of both):
+
+    - `num_simulations`: simulations per search.
+    - `rule`, `root_policy`: the algorithm's parts (see each class).
+    - `qtransform`: [`azx.search.QBySiblings`][] (mctx's default) or
+      [`azx.search.QByTree`][] (MuZero's min/max over the whole tree, for single-player
+      games with rewards).
+    - `backend`: how the descent, the backup and the nodes' states run
+      ([`azx.search.PlatformBackend`][], the default; [`azx.search.RowBackend`][];
+      [`azx.search.LockstepBackend`][]), the same results bit for bit at different speeds.
+    - `max_depth`: most edges from the root to a leaf (default: no limit but capacity).
+    - `capacity`: node slots per tree (default `num_simulations + 1`, or
+      `2 * num_simulations + 1` with `reuse_tree`). A full tree keeps searching: new leaves
+      are evaluated and backed up but not stored.
+    - `reuse_tree`: keep the subtree under the played action for the next search.
+    - `gamma`: discount per move, in (0, 1].
+    - `store_all_state_leaves`: keep every leaf of each node's environment state in the
+      tree, for code that reads them from `Tree.state`; by default the tree keeps only the
+      leaves a step from the node reads, found by tracing `env.step` once (for pgx games
+      all but `observation` and `rewards`), and the others read as zeros.
+    - `chance_nodes`: in a game that exposes its chance
+      ([`azx.envs.AbstractChanceEnv`][]), plan over the outcomes with chance nodes
+      ([`azx.search.ChanceModel`][]); `False` samples one outcome per expansion and keeps
+      it as the move's consequence ([`azx.search.EnvironmentModel`][]). Chance nodes keep
+      every state leaf; with `reuse_tree`, `advance` needs the outcome that happened
+      after the move, since the subtree to keep lies under it.
+    """
+
+    num_simulations: int = eqx.field(static=True)
+    qtransform: AbstractQTransform = part_field(QBySiblings)
+    backend: AbstractBackend = part_field(PlatformBackend)
+    max_depth: int | None = static_field(None)
+    capacity: int | None = static_field(None)
+    reuse_tree: bool = static_field(False)
+    gamma: float = static_field(1.0)
+    store_all_state_leaves: bool = static_field(False)
+    chance_nodes: bool = static_field(True)
+    rule: eqx.AbstractVar[AbstractSelectionRule]
+    root_policy: eqx.AbstractVar[AbstractRootPolicy]
+
+    def __post_init__(self):
+        if self.capacity is None:
+            # A reused subtree can hold up to one search's worth of nodes before the next.
+            self.capacity = (2 if self.reuse_tree else 1) * self.num_simulations + 1
+
+    def __check_init__(self):
+        check_positive_int("num_simulations", self.num_simulations)
+        if self.max_depth is not None:
+            check_positive_int("max_depth", self.max_depth)
+        check_positive_int("capacity", self.capacity)
+        if self.capacity < 2:
+            raise ValueError(
+                f"capacity must be at least 2 (a root and one child), got {self.capacity}"
+            )
+        check_float("gamma", self.gamma, low=0.0, high=1.0, low_open=True)
+        check_part("qtransform", self.qtransform, AbstractQTransform)
+        check_part("backend", self.backend, AbstractBackend)
+
+    def init(self, env: AbstractEnv, batch_size: int) -> Tree:
+        check_players(env)
+        check_positive_int("batch_size", batch_size)
+        if self.plans_chance(env):
+            return empty_chance_tree(env, batch_size, self.capacity)
+        return empty_tree(env, batch_size, self.capacity, self.store_all_state_leaves)
+
+    def init_for_states(
+        self, example_state: PyTree[Array], num_actions: int, batch_size: int
+    ) -> Tree:
+        """Empty trees for `search` over a model whose states look like `example_state`
+        (ONE state), with `num_actions` edges per node; every leaf of the states is kept."""
+        check_positive_int("num_actions", num_actions)
+        check_positive_int("batch_size", batch_size)
+        return tree_for(example_state, None, num_actions, batch_size, self.capacity)
+
+    def advance(
+        self,
+        tree: Tree,
+        action: Int[Array, " batch"],
+        done: Bool[Array, " batch"],
+        outcome: Int[Array, " batch"] | None = None,
+    ) -> Tree:
+        """Tree for the next move: with `reuse_tree`, the subtree under `action`, or, in a
+        tree with chance nodes, under the chance node's child for `outcome`; empty where
+        `done` or where the search never reached that node.
+
+        **Raises:** `ValueError` when a tree with chance nodes is to be reused without
+        `outcome`, or for an outcome outside `[0, num_outcomes)`.
+        """
+        if not self.reuse_tree:
+            return tree  # every search starts afresh anyway
+        if tree.chance is None:
+            return keep_subtree(tree, action, done)
+        if outcome is None:
+            raise ValueError(
+                "advance needs the chance outcome that followed each action (outcome=...) "
+                "to reuse a tree with chance nodes: step the game as "
+                "env.apply_outcome(after, outcome), with after = env.afterstate(state, "
+                "action) and outcome = env.sample_outcome(after, key); or pass "
+                "reuse_tree=False, or chance_nodes=False to sample outcomes in the search"
+            )
+        return keep_outcome_subtree(tree, action, outcome, done)
+
+    def search(
+        self, model: AbstractModel, tree: Tree, state: PyTree[Any], *, key: PRNGKey | PRNGKeys
+    ) -> SearchOutput:
+        """The root policy sets up the roots, the loop runs the simulations, and the root
+        policy reads the action and the policy target from the statistics."""
+        batch_size = jax.tree.leaves(state)[0].shape[0]
+        state, evaluation = model.root(state)
+        plan = self.root_policy.plan(self, evaluation, tree, row_keys(key, batch_size))
+        tree = start(tree, evaluation, plan.prior, self.reuse_tree)
+        tree, search_visits = simulate(self, model, tree, state, plan.select, plan.search_key)
+        action, policy_target = self.root_policy.decide(self, plan, evaluation, tree, search_visits)
+        return SearchOutput(
+            action=action,
+            policy_target=policy_target,
+            root_value=tree.value[:, ROOT_INDEX],
+            tree=tree,
+        )
 
 
 class FollowChance(AbstractSelectionRule):
@@ -234,7 +370,7 @@ def start(
 
 
 def simulate(
-    search: Any,
+    search: "AbstractNativeSearch",
     model: AbstractModel,
     tree: Tree,
     root_state: EnvState,
@@ -244,15 +380,15 @@ def simulate(
     """Run `search.num_simulations` simulations on a tree `start` prepared. Returns the tree
     and each root action's visits in this search (counted only with `root_select`).
 
-    `search`: the native search (its `rule`, `qtransform`, `backend`, `max_depth`,
-    `reuse_tree`). Without `root_select` the root is selected like every other node, by
+    `search`: the native search running it (its `rule`, `qtransform`, `backend`,
+    `max_depth`, `reuse_tree`). Without `root_select` the root is selected like every other node, by
     the rule, inside the descent.
     """
-    rule: AbstractSelectionRule = search.rule
+    rule = search.rule
     if tree.chance is not None:
         rule = FollowChance(rule)
-    qtransform: AbstractQTransform = search.qtransform
-    backend: AbstractBackend = search.backend
+    qtransform = search.qtransform
+    backend = search.backend
     batch_size, capacity, num_actions = tree.children.shape
     if batch_size * capacity * num_actions >= 2**31:
         raise ValueError(
