@@ -10,6 +10,7 @@ from _trainer_setup import tic_tac_toe
 from test_search_common import assert_trees_equal
 
 import azx
+from azx.envs._mover import mover_reward_and_discount
 
 
 # The slow tier repeats the check with Gumbel.
@@ -177,6 +178,30 @@ def test_same_step_trains_2048_single_player_with_chance():
     )
     assert float(trained.mean()) > 1.5 * float(random_returns.mean())
     assert float(trained.mean()) > 2.0 * float(untrained.mean())
+
+
+def test_the_movers_reward_and_discount_follow_the_turn():
+    """Tic-tac-toe: whoever starts (pgx draws it), the winning move rewards its mover +1
+    while player 0's reward is +1 or -1, and every move passes the turn (`-gamma`)."""
+    keys = jax.random.split(jax.random.key(1), 8)
+
+    @jax.jit
+    def tic_tac_toe_game(init_keys):
+        env = azx.envs.make("tic_tac_toe")
+
+        def move(state, action):
+            next_state = jax.vmap(env.step)(state, jnp.full(8, action, jnp.int32), keys)
+            return next_state, mover_reward_and_discount(env, state, next_state, 0.9)
+
+        # The first player completes the top row.
+        state = jax.vmap(env.init)(init_keys)
+        state, (reward, discount) = jax.lax.scan(move, state, jnp.array([0, 3, 1, 4, 2]))
+        return reward[-1], discount, jax.vmap(env.rewards)(state)[:, 0]
+
+    reward, discount, player_0 = tic_tac_toe_game(jax.random.split(jax.random.key(0), 8))
+    np.testing.assert_array_equal(np.asarray(discount), np.full((5, 8), -0.9, np.float32))
+    np.testing.assert_array_equal(np.asarray(reward), np.ones(8, np.float32))
+    assert set(np.asarray(player_0).tolist()) == {-1.0, 1.0}
 
 
 # The slow tier repeats the check with two random opening moves.

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given, settings
 
 from azx.buffer import Batch, BufferState, Experience, ReplayBuffer
+from azx.buffer._ring import sample_valid
 
 
 NUM_ACTIONS = 3
@@ -237,6 +238,19 @@ def test_sample_is_uniform_over_steps_with_targets_only():
     assert set(counts) == set(expected)
     for count in counts.values():
         assert abs(count - num_samples / len(expected)) < 150
+
+
+@pytest.mark.parametrize("valid", [[0, 1, 1, 0, 1, 0], [1, 0, 0, 0, 0, 1], [0, 0, 0, 0, 0, 0]])
+def test_sample_valid_draws_the_nth_valid_index(valid):
+    """The shared sampling of both replays: the i-th valid index for a uniform draw i among
+    the valid ones (the same draw `randint` gives), and the last index when none is."""
+    valid = np.asarray(valid, bool)
+    key = jax.random.key(3)
+    index = sample_valid(jnp.asarray(valid), key=key, batch_size=64)
+    choice = np.asarray(jax.random.randint(key, (64,), 0, max(valid.sum(), 1)))
+    expected = np.flatnonzero(valid)[choice] if valid.any() else np.full(64, valid.size - 1)
+    np.testing.assert_array_equal(np.asarray(index), expected)
+    assert index.dtype == jnp.int32
 
 
 def test_add_and_sample_compile_once():

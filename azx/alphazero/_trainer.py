@@ -7,19 +7,20 @@ import optax
 from jaxtyping import Array, Float, Int, PyTree
 
 from .._numerics import third_party_numerics
-from .._trainer import (
-    AbstractTrainer,
-    AbstractTrainState,
-    SymmetryDraw,
-    default_optimiser,
-    mean_over_updates,
-    random_moves,
-    row_keys,
-    select_rows,
+from .._selfplay import (
+    AbstractSelfPlayMetrics,
+    AbstractSelfPlayState,
+    end_move,
+    move_keys,
+    record_learning,
+    sample_by_row,
+    zero_metrics,
 )
+from .._trainer import AbstractTrainer, SymmetryDraw, default_optimiser, random_moves, row_keys
 from .._types import EnvState, PRNGKey
 from ..buffer import Batch, BufferState, Experience, ReplayBuffer
 from ..envs import AbstractEnv
+from ..envs._mover import mover_reward_and_discount
 from ..search import AbstractSearch
 from ._config import Config
 from ._loss import loss
@@ -30,7 +31,7 @@ _MOVE_STREAM = 2**31 - 1
 _PAST_STREAM = 2**31 - 2
 
 
-class Metrics(eqx.Module):
+class Metrics(AbstractSelfPlayMetrics):
     """What the last `step` measured. Means are over all games / positions (all shards)."""
 
     loss: Float[Array, ""]
@@ -54,7 +55,7 @@ class Metrics(eqx.Module):
     """Positions in the buffer with a known value target."""
 
 
-class TrainState(AbstractTrainState):
+class TrainState(AbstractSelfPlayState):
     """Everything that changes during training; every leaf is an array.
 
     Being arrays only, it is a valid `jax.lax.scan` carry and checkpoints as it is. Rows of
@@ -96,23 +97,6 @@ class TrainState(AbstractTrainState):
 def _optimiser_init(optimiser, params):
     with third_party_numerics():
         return optimiser.init(params)
-
-
-def _zero_metrics() -> Metrics:
-    zero, count = jnp.float32(0.0), jnp.int32(0)
-    return Metrics(
-        loss=zero,
-        policy_loss=zero,
-        value_loss=zero,
-        policy_entropy=zero,
-        value_error=zero,
-        updates_applied=count,
-        episodes=count,
-        episode_return=zero,
-        episode_length=zero,
-        root_value=zero,
-        buffer_positions=count,
-    )
 
 
 class AlphaZero(AbstractTrainer[TrainState]):
@@ -246,7 +230,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             episode_return=jnp.zeros(rows, jnp.float32),
             episode_length=jnp.zeros(rows, jnp.int32),
             iteration=jnp.int32(0),
-            metrics=_zero_metrics(),
+            metrics=zero_metrics(Metrics),
             key=key,
             past_params=(
                 jax.tree.map(lambda p: jnp.stack([p] * self.config.past_opponents), params)
@@ -260,8 +244,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
 
     def _self_play_move(self, state: TrainState, key: PRNGKey, first_row):
         env, rows = self.env, state.episode_return.shape[0]
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(row_keys(key, first_row, rows))
-        search_keys, step_keys, reset_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        search_keys, step_keys, reset_keys = move_keys(key, first_row, rows)
         out, full_search = self._search(state, key, search_keys)
         action = out.action
         best = jnp.argmax(out.policy_target, axis=-1).astype(action.dtype)
@@ -291,7 +274,6 @@ class AlphaZero(AbstractTrainer[TrainState]):
             probability=self.config.random_move_probability,
         )
 
-        mover = jax.vmap(env.current_player)(state.env_state)
         outcome = None
         if self.search.reuse_tree and getattr(out.tree, "chance", None) is not None:
             # The search keeps the subtree of the chance outcome that happens: the game
@@ -302,45 +284,31 @@ class AlphaZero(AbstractTrainer[TrainState]):
             next_state = jax.vmap(env.apply_outcome)(after, outcome)
         else:
             next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
-        rewards = jax.vmap(env.rewards)(next_state)
-        reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
-        same_mover = jax.vmap(env.current_player)(next_state) == mover
-        gamma = self.search.gamma
+        reward, discount = mover_reward_and_discount(
+            env, state.env_state, next_state, self.search.gamma
+        )
         experience = Experience(
             observation=jax.vmap(env.observation)(state.env_state),
             legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
             policy_target=policy_target,
             reward=reward,
-            discount=jnp.where(same_mover, gamma, -gamma).astype(jnp.float32),
+            discount=discount,
             root_value=root_value,
         )
         terminated = jax.vmap(env.terminated)(next_state)
         truncated = jax.vmap(env.truncated)(next_state)
         done = terminated | truncated
-        buffer = self.buffer.add(
-            state.buffer, experience, terminated=terminated, truncated=truncated
-        )
-        episode_return = state.episode_return + rewards[:, 0]
-        episode_length = state.episode_length + 1
-        finished = (
-            jnp.sum(done, dtype=jnp.int32),
-            jnp.sum(jnp.where(done, episode_return, 0.0)),
-            jnp.sum(jnp.where(done, episode_length, 0), dtype=jnp.int32),
-            jnp.sum(root_value),
-        )
-        env_state = select_rows(done, jax.vmap(env.init)(reset_keys), next_state)
         state = eqx.tree_at(
-            lambda s: (s.env_state, s.tree, s.buffer, s.episode_return, s.episode_length),
+            lambda s: (s.tree, s.buffer),
             state,
             (
-                env_state,
                 self.search.advance(out.tree, action, done, outcome),
-                buffer,
-                jnp.where(done, 0.0, episode_return),
-                jnp.where(done, 0, episode_length),
+                self.buffer.add(
+                    state.buffer, experience, terminated=terminated, truncated=truncated
+                ),
             ),
         )
-        return state, finished
+        return end_move(env, state, next_state, done, reset_keys, root_value)
 
     def _search(self, state: TrainState, key: PRNGKey, search_keys):
         """The move's search over all rows, and with playout-cap randomisation whether it
@@ -415,18 +383,16 @@ class AlphaZero(AbstractTrainer[TrainState]):
         return eqx.tree_at(lambda s: s.past_params, state, past_params)
 
     def _sample(self, buffer: BufferState, key: PRNGKey, first_row) -> Batch:
-        # Stratified by game row: every row gives `batch_size // num_envs` positions drawn
-        # uniformly from its own steps with known targets. The minibatch is then the same
-        # whether the rows live on one device or are sharded over many.
-        rows = buffer.position.shape[0]
+        """`batch_size // num_envs` positions of every game row, drawn uniformly from its
+        steps with known targets."""
         per_row = self.config.batch_size // self.config.num_envs
-        one_row = jax.tree.map(lambda x: x[:, None], buffer)
 
         def sample_row(row_buffer, row_key):
-            return self.buffer.sample(row_buffer, key=row_key, batch_size=per_row)
+            # The row as a buffer of one row.
+            one_row = jax.tree.map(lambda x: x[None], row_buffer)
+            return self.buffer.sample(one_row, key=row_key, batch_size=per_row)
 
-        batch = jax.vmap(sample_row)(one_row, row_keys(key, first_row, rows))
-        return jax.tree.map(lambda x: x.reshape((rows * per_row,) + x.shape[2:]), batch)
+        return sample_by_row(sample_row, buffer, key, first_row)
 
     def _augment(self, batch: Batch, key: PRNGKey, first_row) -> Batch:
         """Each position transformed by a board symmetry drawn uniformly (per game row,
@@ -491,30 +457,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             return self._learn(state, jax.random.fold_in(key, index), first_row)
 
         state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
-        num_applied = mean_over_updates(parts.loss, parts.count)[1]
-
-        def mean(total):
-            return mean_over_updates(total, parts.count)[0]
-
-        return eqx.tree_at(
-            lambda s: (
-                s.metrics.loss,
-                s.metrics.policy_loss,
-                s.metrics.value_loss,
-                s.metrics.policy_entropy,
-                s.metrics.value_error,
-                s.metrics.updates_applied,
-            ),
-            state,
-            (
-                mean(parts.loss),
-                mean(parts.policy_loss),
-                mean(parts.value_loss),
-                mean(parts.policy_entropy),
-                mean(parts.value_error),
-                num_applied,
-            ),
-        )
+        return eqx.tree_at(lambda s: s.metrics, state, record_learning(state.metrics, parts))
 
     def step(self, state: TrainState, key: PRNGKey) -> TrainState:
         """One training iteration: `self_play` (`collect_steps` moves in every game), then

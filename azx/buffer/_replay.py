@@ -7,6 +7,7 @@ from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import PRNGKey
 from .._validate import check_positive_int
+from ._ring import empty_rings, sample_valid, write_rings
 
 
 class Experience(eqx.Module):
@@ -201,10 +202,7 @@ class ReplayBuffer(eqx.Module):
         """
         _check_experience(example, ())
         rows, slots = self.num_envs, self.capacity_per_env
-        experience = jax.tree.map(
-            lambda leaf: jnp.zeros((rows, slots) + jnp.shape(leaf), jnp.result_type(leaf)),
-            example,
-        )
+        experience = empty_rings(example, rows, slots)
         float_dtype = jnp.result_type(example.reward)
         return BufferState(
             experience=experience,
@@ -244,13 +242,8 @@ class ReplayBuffer(eqx.Module):
                 f"terminated and truncated must have shape ({rows},), got {terminated.shape} "
                 f"and {truncated.shape}"
             )
-        row_index = jnp.arange(rows)
         written = jax.nn.one_hot(state.position, slots, dtype=jnp.bool_)
-        stored = jax.tree.map(
-            lambda ring, leaf: ring.at[row_index, state.position].set(leaf),
-            state.experience,
-            experience,
-        )
+        stored = write_rings(state.experience, state.position, experience)
         # The new step joins its row's running episode as a fresh partial return (empty sum,
         # empty product); whatever the slot held before is forgotten.
         pending = state.pending | written
@@ -297,15 +290,7 @@ class ReplayBuffer(eqx.Module):
         check_positive_int("batch_size", batch_size)
         rows, slots = state.has_target.shape
         valid = state.has_target.reshape(rows * slots)
-        # Inverse-CDF sampling: the i-th valid slot is the first whose running count of
-        # valid slots exceeds i. O(size + batch log size), where a categorical over the
-        # flat buffer would materialise a [batch, size] array of Gumbel noise.
-        valid_before = jnp.cumsum(valid.astype(jnp.int32))
-        num_valid = valid_before[-1]
-        choice = jax.random.randint(key, (batch_size,), 0, jnp.maximum(num_valid, 1))
-        flat = jnp.searchsorted(valid_before, choice, side="right")
-        # With nothing valid the search runs off the end; clamp to a real (filler) slot.
-        flat = jnp.minimum(flat, rows * slots - 1).astype(jnp.int32)
+        flat = sample_valid(valid, key=key, batch_size=batch_size)
         row, slot = flat // slots, flat % slots
         picked = jax.tree.map(lambda ring: ring[row, slot], state.experience)
         return Batch(

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import PRNGKey
+from ..buffer._ring import empty_rings, sample_valid, write_rings
 
 
 class Step(eqx.Module):
@@ -143,12 +144,8 @@ class SegmentReplay(eqx.Module):
 
     def init(self, example: Step, num_envs: int) -> ReplayState:
         """An empty replay for `num_envs` rows of steps shaped like `example` (ONE step)."""
-        steps = jax.tree.map(
-            lambda leaf: jnp.zeros((num_envs, self.slots) + jnp.shape(leaf), jnp.result_type(leaf)),
-            example,
-        )
         return ReplayState(
-            steps=steps,
+            steps=empty_rings(example, num_envs, self.slots),
             written=jnp.zeros((num_envs, self.slots), bool),
             position=jnp.zeros(num_envs, jnp.int32),
         )
@@ -156,11 +153,8 @@ class SegmentReplay(eqx.Module):
     def add(self, state: ReplayState, step: Step) -> ReplayState:
         """Store one step in every row (leading axis: the rows of `state`)."""
         rows = jnp.arange(state.position.shape[0])
-        steps = jax.tree.map(
-            lambda ring, leaf: ring.at[rows, state.position].set(leaf), state.steps, step
-        )
         return ReplayState(
-            steps=steps,
+            steps=write_rings(state.steps, state.position, step),
             written=state.written.at[rows, state.position].set(True),
             position=(state.position + 1) % self.slots,
         )
@@ -187,9 +181,7 @@ class SegmentReplay(eqx.Module):
         leaves without the row axis): their targets, first observations, and which are
         real (all `False` while the row has no complete window; the rest is filler)."""
         valid = self.sampleable(jax.tree.map(lambda x: x[None], state))[0]
-        valid_before = jnp.cumsum(valid.astype(jnp.int32))
-        choice = jax.random.randint(key, (batch_size,), 0, jnp.maximum(valid_before[-1], 1))
-        start = jnp.minimum(jnp.searchsorted(valid_before, choice, side="right"), self.slots - 1)
+        start = sample_valid(valid, key=key, batch_size=batch_size)
         index = (start[:, None] + jnp.arange(self.window)[None, :]) % self.slots
         windows = jax.tree.map(lambda ring: ring[index], state.steps)
         targets = jax.vmap(

@@ -7,19 +7,26 @@ import optax
 from jaxtyping import Array, Float, Int, PyTree
 
 from .._numerics import third_party_numerics
+from .._selfplay import (
+    AbstractSelfPlayMetrics,
+    AbstractSelfPlayState,
+    end_move,
+    move_keys,
+    record_learning,
+    sample_by_row,
+    zero_metrics,
+)
 from .._trainer import (
     AbstractTrainer,
-    AbstractTrainState,
     SymmetryDraw,
     default_optimiser,
-    mean_over_updates,
     random_moves,
     row_keys,
     rows_of,
-    select_rows,
 )
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
+from ..envs._mover import mover_reward_and_discount
 from ..search import AbstractSearch
 from ._config import Config
 from ._loss import loss
@@ -28,7 +35,7 @@ from ._nets import ConsistencyHead, MuZeroNet
 from ._replay import ReplayState, SegmentReplay, Step
 
 
-class Metrics(eqx.Module):
+class Metrics(AbstractSelfPlayMetrics):
     """What the last `step` measured. Means are over all games / segments (all shards)."""
 
     loss: Float[Array, ""]
@@ -52,7 +59,7 @@ class Metrics(eqx.Module):
     """Steps in the replay that can start a segment."""
 
 
-class TrainState(AbstractTrainState):
+class TrainState(AbstractSelfPlayState):
     """Everything that changes during MuZero training; every leaf is an array. Rows of
     `env_state`, `replay`, `episode_return` and `episode_length` are the games (sharded
     over devices by [`azx.parallel`][]); the rest is replicated. No search tree is kept:
@@ -75,24 +82,6 @@ class TrainState(AbstractTrainState):
     metrics: Metrics
     key: PRNGKey
     net_static: Any = eqx.field(static=True)
-
-
-def _zero_metrics() -> Metrics:
-    zero, count = jnp.float32(0.0), jnp.int32(0)
-    return Metrics(
-        loss=zero,
-        policy_loss=zero,
-        value_loss=zero,
-        reward_loss=zero,
-        consistency_loss=zero,
-        policy_entropy=zero,
-        updates_applied=count,
-        episodes=count,
-        episode_return=zero,
-        episode_length=zero,
-        root_value=zero,
-        replay_segments=count,
-    )
 
 
 class MuZero(AbstractTrainer[TrainState]):
@@ -218,7 +207,7 @@ class MuZero(AbstractTrainer[TrainState]):
             episode_return=jnp.zeros(rows, jnp.float32),
             episode_length=jnp.zeros(rows, jnp.int32),
             iteration=jnp.int32(0),
-            metrics=_zero_metrics(),
+            metrics=zero_metrics(Metrics),
             key=key,
             net_static=net_static,
         )
@@ -229,8 +218,7 @@ class MuZero(AbstractTrainer[TrainState]):
 
     def _move(self, state: TrainState, key: PRNGKey, first_row):
         env, rows = self.env, rows_of(state)
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(row_keys(key, first_row, rows))
-        search_keys, step_keys, reset_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        search_keys, step_keys, reset_keys = move_keys(key, first_row, rows)
         observation = jax.vmap(env.observation)(state.env_state)
         out = search_states(self.search, state.net, env, state.env_state, key=search_keys)
         action = random_moves(
@@ -242,12 +230,10 @@ class MuZero(AbstractTrainer[TrainState]):
             opening_moves=self.config.random_opening_moves,
             probability=self.config.random_move_probability,
         )
-        mover = jax.vmap(env.current_player)(state.env_state)
         next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
-        rewards = jax.vmap(env.rewards)(next_state)
-        reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
-        same_mover = jax.vmap(env.current_player)(next_state) == mover
-        gamma = self.search.gamma
+        reward, discount = mover_reward_and_discount(
+            env, state.env_state, next_state, self.search.gamma
+        )
         terminated = jax.vmap(env.terminated)(next_state)
         truncated = jax.vmap(env.truncated)(next_state) & ~terminated
         step = Step(
@@ -256,31 +242,14 @@ class MuZero(AbstractTrainer[TrainState]):
             action=action,
             policy_target=out.policy_target,
             reward=reward,
-            discount=jnp.where(same_mover, gamma, -gamma).astype(jnp.float32),
+            discount=discount,
             root_value=out.root_value,
             terminated=terminated,
             truncated=truncated,
         )
+        state = eqx.tree_at(lambda s: s.replay, state, self.replay.add(state.replay, step))
         done = terminated | truncated
-        episode_return = state.episode_return + rewards[:, 0]
-        episode_length = state.episode_length + 1
-        finished = (
-            jnp.sum(done, dtype=jnp.int32),
-            jnp.sum(jnp.where(done, episode_return, 0.0)),
-            jnp.sum(jnp.where(done, episode_length, 0), dtype=jnp.int32),
-            jnp.sum(out.root_value),
-        )
-        state = eqx.tree_at(
-            lambda s: (s.env_state, s.replay, s.episode_return, s.episode_length),
-            state,
-            (
-                select_rows(done, jax.vmap(env.init)(reset_keys), next_state),
-                self.replay.add(state.replay, step),
-                jnp.where(done, 0.0, episode_return),
-                jnp.where(done, 0, episode_length),
-            ),
-        )
-        return state, finished
+        return end_move(env, state, next_state, done, reset_keys, out.root_value)
 
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the replay; games
@@ -339,18 +308,13 @@ class MuZero(AbstractTrainer[TrainState]):
         return eqx.tree_at(lambda s: s.replay.steps, state, steps)
 
     def _learn(self, state: TrainState, key: PRNGKey, first_row):
-        # Stratified by game row, as AlphaZero's learner: the same segments whether the
-        # rows sit on one device or are sharded over many.
         rows = rows_of(state)
         per_row = self.config.batch_size // self.config.num_envs
 
         def sample(row_replay, row_key):
             return self.replay.sample_row(row_replay, key=row_key, batch_size=per_row)
 
-        targets, observation, valid = jax.vmap(sample)(state.replay, row_keys(key, first_row, rows))
-        targets, observation, valid = jax.tree.map(
-            lambda x: x.reshape((rows * per_row,) + x.shape[2:]), (targets, observation, valid)
-        )
+        targets, observation, valid = sample_by_row(sample, state.replay, key, first_row)
         if self.config.augment_symmetries:
             # Its own key stream, so that runs without augmentation are unchanged.
             draw = SymmetryDraw.make(
@@ -400,31 +364,7 @@ class MuZero(AbstractTrainer[TrainState]):
             return self._learn(state, jax.random.fold_in(key, index), first_row)
 
         state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
-        means = [
-            mean_over_updates(total, parts.count)[0]
-            for total in (
-                parts.loss,
-                parts.policy_loss,
-                parts.value_loss,
-                parts.reward_loss,
-                parts.consistency_loss,
-                parts.policy_entropy,
-            )
-        ]
-        applied = mean_over_updates(parts.loss, parts.count)[1]
-        return eqx.tree_at(
-            lambda s: (
-                s.metrics.loss,
-                s.metrics.policy_loss,
-                s.metrics.value_loss,
-                s.metrics.reward_loss,
-                s.metrics.consistency_loss,
-                s.metrics.policy_entropy,
-                s.metrics.updates_applied,
-            ),
-            state,
-            (*means, applied),
-        )
+        return eqx.tree_at(lambda s: s.metrics, state, record_learning(state.metrics, parts))
 
     def step(self, state: TrainState, key: PRNGKey) -> TrainState:
         """One training iteration: `self_play`, `reanalyse` (when switched on), then

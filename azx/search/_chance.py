@@ -8,6 +8,7 @@ from jaxtyping import Array, Bool, Int
 from .._types import EnvState, PRNGKeys
 from ..envs import AbstractChanceEnv, AbstractEnv, require_chance
 from ..envs._chance import check_outcome
+from ..envs._mover import mover_reward_and_discount
 from ._model import (
     ILLEGAL_LOGIT,
     AbstractModel,
@@ -93,14 +94,9 @@ class ChanceModel(AbstractModel):
         outcome = jnp.where(at_chance, action, sampled)
         child = jax.vmap(env.apply_outcome)(after, outcome)
 
-        mover = jax.vmap(env.current_player)(state.state)
-        rewards = jax.vmap(env.rewards)(child)
-        reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
+        reward, discount = mover_reward_and_discount(env, state.state, child, self.gamma)
         evaluation = self._evaluate(child)
-        same_mover = jax.vmap(env.current_player)(child) == mover
-        discount = jnp.where(
-            evaluation.terminal, 0.0, jnp.where(same_mover, self.gamma, -self.gamma)
-        ).astype(jnp.float32)
+        discount = jnp.where(evaluation.terminal, 0.0, discount)
 
         probabilities = jax.vmap(env.chance_probabilities)(after)
         possible = probabilities > 0

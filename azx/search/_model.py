@@ -13,6 +13,7 @@ from jaxtyping import Array, Bool, Float, Int
 from .._numerics import ILLEGAL_LOGIT as ILLEGAL_LOGIT
 from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
+from ..envs._mover import mover_reward_and_discount
 
 
 #: The network a search evaluates: ONE observation in, `(logits, value)` out, the value for
@@ -163,13 +164,8 @@ def transition(
 ) -> Transition:
     """Step a batch of states and evaluate the children. `key`: one key, or one per row."""
     keys = row_keys(key, action.shape[0])
-    mover = jax.vmap(env.current_player)(state)
     child = jax.vmap(env.step)(state, action, keys)
-    rewards = jax.vmap(env.rewards)(child)
-    reward = jnp.take_along_axis(rewards, mover[:, None], axis=1)[:, 0]
+    reward, discount = mover_reward_and_discount(env, state, child, gamma)
     evaluation = evaluate(net, env, child)
-    same_mover = jax.vmap(env.current_player)(child) == mover
-    discount = jnp.where(evaluation.terminal, 0.0, jnp.where(same_mover, gamma, -gamma)).astype(
-        jnp.float32
-    )
+    discount = jnp.where(evaluation.terminal, 0.0, discount)
     return Transition(state=child, reward=reward, discount=discount, evaluation=evaluation)
