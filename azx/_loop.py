@@ -24,6 +24,7 @@ import numpy as np
 
 from . import parallel, presets
 from ._errors import one_line
+from ._evaluators import evaluator
 from ._recipes import RECIPES
 from ._report import plot_seeds
 from ._rundir import (
@@ -299,7 +300,7 @@ def train(
         else build(chosen, config["seed"])
     )
     try:
-        chosen.recipe.check_training(trainer.env)
+        evaluator(chosen.recipe, trainer.env).check_training()
     except (ValueError, ImportError) as error:  # ImportError: an optional package
         raise RunError(str(error)) from None
     config = dict(config, preset=chosen.to_dict())
@@ -574,6 +575,7 @@ class _Training:
         self, out: Path, preset, trainer, members: list[_Member], mesh, *, vmap_seeds: bool
     ):
         self.out, self.preset, self.recipe, self.trainer = out, preset, preset.recipe, trainer
+        self.judge = evaluator(preset.recipe, trainer.env)
         self.members, self.mesh = members, mesh
         self.stacked = len(members) > 1
         if mesh is not None:
@@ -611,11 +613,11 @@ class _Training:
         tick = time.perf_counter()
         iteration = record["iteration"]
         key = jax.random.fold_in(member.eval_key, iteration)
-        record["eval"] = self.recipe.evaluate(self.trainer, state, key=key, phase=report.phase)
+        record["eval"] = self.judge.evaluate(self.trainer, state, key=key, phase=report.phase)
         when = f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
         if self.stacked:
             when = f"seed {member.seed}, {when}"
-        for line in self.recipe.evaluation_lines(record["eval"]):
+        for line in self.judge.evaluation_lines(record["eval"]):
             report.log(f"{when}: {line}")
         return time.perf_counter() - tick
 
@@ -635,13 +637,13 @@ class _Training:
         title = self.preset.description or self.preset.name
         for member in self.members:
             report.phase(f"drawing {CURVE_FILE}")
-            self.recipe.plot(member.records, member.out / CURVE_FILE, title=title)
+            self.judge.plot(member.records, member.out / CURVE_FILE, title=title)
             iteration = member.records[-1]["iteration"]
             for tracker in member.trackers:
                 tracker.log_image("learning_curve", member.out / CURVE_FILE, iteration=iteration)
         if self.stacked:
             runs = {member.seed: member.records for member in self.members}
-            plot_seeds(runs, self.recipe.headline, self.out / CURVE_FILE, title=title)
+            plot_seeds(runs, self.judge.headline, self.out / CURVE_FILE, title=title)
 
     def run(self, state, *, elapsed_before: float, quiet: bool):
         """Train `state` to the preset's iterations; the trained state."""

@@ -209,26 +209,28 @@ class Run:
         `(carry, (logits, value))`."""
         return self.state.net
 
-    def _plays_games(self, what: str) -> None:
-        if not self.preset.recipe.plays_games:
+    def _agent_recipe(self, what: str) -> presets.AbstractAgentRecipe:
+        recipe = self.preset.recipe
+        if not isinstance(recipe, presets.AbstractAgentRecipe):
             raise RunError(
                 f"{what} needs an AlphaZero run; {self.directory} is a {self.algorithm} run"
             )
+        return recipe
 
     def search(self, num_simulations: int | None = None, **options) -> Any:
         """The run's search played greedily (no exploration noise), with its training
         number of simulations unless `num_simulations` is given (AlphaZero runs)."""
-        self._plays_games("a search")
+        recipe = self._agent_recipe("a search")
         if num_simulations is not None:
             options["num_simulations"] = num_simulations
-        return self.preset.recipe.make_eval_search(**options)
+        return recipe.make_eval_search(**options)
 
     def agent(self, kind: str = "search", *, num_simulations: int | None = None) -> Any:
         """An arena agent: `"search"` (network + greedy search), `"network"` (argmax of
         the policy, no search) or, for backgammon, `"full-move"` (the value alone over the
         roll's whole moves, [`azx.arena.ValueMoveAgent`][]) (AlphaZero runs)."""
-        self._plays_games("an arena agent")
-        return self.preset.recipe.agent(self.net, kind, num_simulations, self.env)
+        recipe = self._agent_recipe("an arena agent")
+        return recipe.agent(self.net, kind, num_simulations, self.env)
 
     def play_episodes(
         self, num_episodes: int, *, key, greedy: bool | None = None

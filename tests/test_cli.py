@@ -208,7 +208,9 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
 
 
 ALPHAZERO_PRESETS = [
-    name for name in azx.presets.names() if azx.presets.get(name).recipe.plays_games
+    name
+    for name in azx.presets.names()
+    if isinstance(azx.presets.get(name).recipe, azx.presets.AbstractAgentRecipe)
 ]
 
 
