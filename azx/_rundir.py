@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import ppo, presets
+from . import _version, ppo, presets
 from ._errors import RunError as RunError, one_line
 from ._trainer import AbstractTrainer
 from .checkpoint import Checkpointer, DamagedCheckpointError
@@ -110,9 +110,7 @@ def run_config(preset: presets.Preset, seed: int, seeds: int = 1) -> dict[str, A
     """The `config.json` of a run of `preset` from `seed`; with `seeds` > 1, of a run of
     the seeds `seed, ..., seed + seeds - 1` trained together, each in its own
     subdirectory (see `seed_directories`)."""
-    from . import __version__
-
-    config = {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
+    config = {"azx_version": _version.__version__, "seed": seed, "preset": preset.to_dict()}
     return config if seeds == 1 else config | {"seeds": seeds}
 
 
