@@ -11,6 +11,7 @@ import pytest
 
 import azx
 from azx._evaluators import EpisodeEvaluator, MatchEvaluator, ReturnEvaluator, evaluator
+from azx._recipes import RECIPES
 
 
 APPLICATION = ["cli.py", "_loop.py", "_rundir.py", "_report.py", "presets.py", "run.py"]
@@ -38,8 +39,7 @@ GAMES_AND_SEARCHES = {"backgammon", "2048", "puct", "gumbel"}
 
 
 def test_no_algorithm_game_or_search_name_is_compared_in_the_application():
-    recipes = (azx.presets.AlphaZeroRecipe, azx.presets.PPORecipe, azx.presets.MuZeroRecipe)
-    names = {recipe.name for recipe in recipes} | GAMES_AND_SEARCHES
+    names = set(RECIPES) | GAMES_AND_SEARCHES
     found = []
     for name, tree in _trees():
         for node in ast.walk(tree):
