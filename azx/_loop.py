@@ -231,14 +231,14 @@ def train(
 ) -> Run | list[Run]:
     """Train a preset into the run directory `out` (what `azx train` does).
 
-    Logs `metrics.jsonl` every `log_every` iterations, evaluates and checkpoints every
-    `eval_every` iterations (and at least every five minutes, and at the end), and draws
-    `learning_curve.png`. The newest three checkpoints are kept, and every checkpoint at a
-    multiple of `eval_every` (opponents for `azx eval --opponent run:DIR@ITERATION`). A
-    first Ctrl-C stops after the running training call, saves a checkpoint and raises
-    [`azx.run.TrainingInterrupted`][] (a `KeyboardInterrupt`); `resume=True` continues
-    from the newest checkpoint exactly as if the run had not stopped. The untrained agent
-    is evaluated too, as the record of iteration 0.
+    Logs `metrics.jsonl` every `log_every` iterations (and at every evaluation), evaluates
+    and checkpoints every `eval_every` iterations (and at least every five minutes, and at
+    the end), and draws `learning_curve.png`. The newest three checkpoints are kept, and
+    every checkpoint at a multiple of `eval_every` (opponents for `azx eval --opponent
+    run:DIR@ITERATION`). A first Ctrl-C stops after the running training call, saves a
+    checkpoint and raises [`azx.run.TrainingInterrupted`][] (a `KeyboardInterrupt`);
+    `resume=True` continues from the newest checkpoint exactly as if the run had not
+    stopped. The untrained agent is evaluated too, as the record of iteration 0.
 
     `preset` is a preset name (see [`azx.presets.names`][]) or `"pgx:<game>"` for a
     two-player pgx game with [`azx.presets.for_pgx_game`][]'s generic setup; `env`
@@ -565,8 +565,9 @@ class _Member:
 
 class _Training:
     """The loop of one [`train`][azx.run.train] call: training calls of `log_every`
-    iterations, each logged; evaluations, checkpoints and the learning curve when due;
-    Ctrl-C. What differs between algorithms, the preset's recipe says. With several
+    iterations (shorter where an evaluation falls sooner), each logged; evaluations,
+    checkpoints and the learning curve when due; Ctrl-C. What differs between
+    algorithms, the preset's recipe and its evaluator say. With several
     members (seeds), the state is their states stacked, trained in one program (all at
     once under `vmap` with `vmap_seeds`, else one after another), and each member's
     directory gets what its own run would write."""
@@ -666,7 +667,8 @@ class _Training:
                 + (f" (resuming at iteration {first})" if first else "")
             )
             report.phase("compiling the training step")
-            chunk = min(preset.log_every, preset.iterations)
+            # Calls end at every evaluation, so none is longer than `eval_every`.
+            chunk = min(preset.log_every, preset.eval_every, preset.iterations)
             compile_start = time.perf_counter()
             step_chunk = self.train_fn.lower(state, chunk).compile()
             report.log(f"compiled the training step in {time.perf_counter() - compile_start:.1f}s")
@@ -691,11 +693,13 @@ class _Training:
         return state
 
     def train_call(self, state, step_chunk, chunk: int, report: _Reporter, stopped):
-        """One training call (`chunk` iterations, or fewer at the end), logged, and the
-        evaluation, checkpoint and curve that are due after it."""
+        """One training call (`chunk` iterations, or fewer where an evaluation or the end
+        comes sooner), logged, and the evaluation, checkpoint and curve that are due after
+        it."""
         preset, trainer = self.preset, self.trainer
         previous = self.iteration(state)
-        n = min(chunk, preset.iterations - previous)
+        next_evaluation = (previous // preset.eval_every + 1) * preset.eval_every
+        n = min(chunk, preset.iterations - previous, next_evaluation - previous)
         report.phase("training")
         tick = time.perf_counter()
         state, history = step_chunk(state, n) if n == chunk else self.train_fn(state, n)

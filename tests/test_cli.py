@@ -104,14 +104,17 @@ def test_eval_prints_counts_and_writes_json(trained, tmp_path):
 
 
 def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
-    # Four evaluations: the newest three checkpoints and the evaluated ones are kept.
+    # Four evaluations: the newest three checkpoints and the evaluated ones are kept. An
+    # evaluation interval shorter than the logging one ends the training calls early.
     run = tmp_path / "run"
     result = _azx(
-        "train", "--out", run, "--iterations", 8, "--quiet", "--log-every", 1,
+        "train", "--out", run, "--iterations", 8, "--quiet", "--log-every", 4,
         "--eval-every", 2, "--eval-games", 2, "--opponent", "random",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert azx.checkpoint.Checkpointer(run / "checkpoints").all_steps() == [2, 4, 6, 8]
+    evaluated = [r["iteration"] for r in azx.run.read_metrics(run) if "eval" in r]
+    assert evaluated == [0, 2, 4, 6, 8]
     path = tmp_path / "eval.json"
     result = _azx(
         "eval", "--run", run, "--agent", "network", "--opponent", f"run:{run}@2",
