@@ -284,11 +284,10 @@ def train(
     """
     if seeds is not None:
         check_seeds(seeds)
-    out, chosen, config = _configure(out, preset, env, seed, resume, seeds)
     given = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
     given |= {"eval_games": eval_games, "eval_episodes": eval_episodes}
     given["opponents"] = None if opponents is None else tuple(opponents)
-    chosen = _with_options(chosen, given)
+    out, chosen, config = _configure(out, preset, env, seed, resume, seeds, given)
     log = (log,) if isinstance(log, str) else tuple(log)
     check_trackers(log)
     directories = seed_directories(out, config)
@@ -367,10 +366,11 @@ def build_seeds(preset: presets.Preset, seeds: list[int], *, vmap: bool):
 
 
 def _configure(
-    out, preset, env, seed, resume, seeds
+    out, preset, env, seed, resume, seeds, given: dict[str, Any]
 ) -> tuple[Path, presets.Preset, dict[str, Any]]:
-    """The run directory, the preset and the run's configuration (`config.json`): the
-    saved ones with `resume`, otherwise from `preset` or `env`, `seed` and `seeds`."""
+    """The run directory, the preset (with the `given` options of `train`) and the run's
+    configuration (`config.json`): the saved ones with `resume`, otherwise from `preset`
+    or `env`, `seed` and `seeds`."""
     if resume:
         if out is None:
             raise RunError("`resume` needs `out`, the run directory to continue")
@@ -378,8 +378,9 @@ def _configure(
         check_writable(out, "out")
         explicit = {"preset": preset, "env": env, "seed": seed, "seeds": seeds}
         config = resumable_config(out, explicit)
-        return out, presets.from_dict(config["preset"]), config
-    chosen = _select_preset(preset, env)
+        saved = presets.from_dict(config["preset"])
+        return out, _with_options(saved, given, stretch_schedule=False), config
+    chosen = _with_options(_select_preset(preset, env), given, stretch_schedule=True)
     seed = 0 if seed is None else seed
     seeds = 1 if seeds is None else seeds
     directory_name = chosen.name.replace(":", "-")
@@ -391,9 +392,13 @@ def _configure(
     return out, chosen, config
 
 
-def _with_options(chosen: presets.Preset, given: dict[str, Any]) -> presets.Preset:
+def _with_options(
+    chosen: presets.Preset, given: dict[str, Any], *, stretch_schedule: bool
+) -> presets.Preset:
     """`chosen` with the options of `train` that were given (not `None`): its own and
-    those of its recipe. An option of another recipe is a `RunError`."""
+    those of its recipe. An option of another recipe is a `RunError`. With
+    `stretch_schedule`, a learning-rate schedule over the preset's whole length follows
+    a given `iterations` (a resumed run keeps the schedule it was trained with)."""
     changes = {}
     for name, value in given.items():
         if value is None:
@@ -411,6 +416,10 @@ def _with_options(chosen: presets.Preset, given: dict[str, Any]) -> presets.Pres
             f"{', '.join(f'`{n}`' for n in names)} applies to {others[0].name} presets; "
             f"{chosen.name} is a {chosen.algorithm} preset"
         )
+    field = chosen.recipe.schedule
+    if stretch_schedule and "iterations" in changes and field is not None:
+        if getattr(chosen.config, field) == chosen.iterations:
+            changes["config"] = dataclasses.replace(chosen.config, **{field: changes["iterations"]})
     try:
         return chosen.replace(**changes)
     except ValueError as error:

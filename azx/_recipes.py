@@ -52,6 +52,10 @@ class AbstractRecipe(abc.ABC):
     field_types: ClassVar[dict[str, tuple[str, ...]]]
     """The recipe's fields by JSON type (`str`, `dict`, `bool`, `strings`), checked when a
     preset is read back from a `config.json` that a person may have edited."""
+    schedule: ClassVar[str | None]
+    """The field of `config_class` that gives the learning-rate schedule's length in
+    iterations (None: the algorithm has none). Where it spans the preset's `iterations`,
+    `azx train --iterations` stretches it to the run's length."""
 
     @abc.abstractmethod
     def make_network(self, network: str, options: dict[str, Any], env, *, key) -> Any:
@@ -259,6 +263,7 @@ class AlphaZeroRecipe(AbstractAgentRecipe):
 
     name: ClassVar[str] = "alphazero"
     config_class: ClassVar[type] = Config
+    schedule: ClassVar[str | None] = "decay_iterations"
     train_options: ClassVar[dict[str, str]] = {
         "eval_games": "eval_games",
         "opponents": "eval_opponents",
@@ -350,6 +355,7 @@ class PPORecipe(AbstractPolicyRecipe):
 
     name: ClassVar[str] = "ppo"
     config_class: ClassVar[type] = ppo.Config
+    schedule: ClassVar[str | None] = "anneal_iterations"
     train_options: ClassVar[dict[str, str]] = {"eval_episodes": "eval_episodes"}
     eval_options: ClassVar[tuple[str, ...]] = ("episodes", "greedy")
     networks: ClassVar[tuple[str, ...]] = tuple(_PPO_NETWORKS)
@@ -409,6 +415,7 @@ class MuZeroRecipe(AbstractAgentRecipe):
 
     name: ClassVar[str] = "muzero"
     config_class: ClassVar[type] = MuZeroConfig
+    schedule: ClassVar[str | None] = "decay_iterations"
     train_options: ClassVar[dict[str, str]] = AlphaZeroRecipe.train_options
     eval_options: ClassVar[tuple[str, ...]] = AlphaZeroRecipe.eval_options
     networks: ClassVar[tuple[str, ...]] = tuple(_MUZERO_NETWORKS)

@@ -197,7 +197,13 @@ _TrainResumeOption = Annotated[
 ]
 _TrainIterationsOption = Annotated[
     int | None,
-    typer.Option(min=1, metavar="N", help="Training iterations.", show_default="the preset's"),
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Training iterations (and the length of a learning-rate schedule that spans "
+        "the preset's).",
+        show_default="the preset's",
+    ),
 ]
 _TrainEvalEveryOption = Annotated[
     int | None,
