@@ -23,7 +23,5 @@ from . import (
     search as search,
 )
 from ._trainer import AbstractTrainer as AbstractTrainer, AbstractTrainState as AbstractTrainState
+from ._version import __version__ as __version__
 from .run import load_run as load_run
-
-
-__version__ = "0.1.0"

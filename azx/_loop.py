@@ -24,6 +24,7 @@ import numpy as np
 
 from . import parallel, presets
 from ._errors import one_line
+from ._evaluators import evaluator
 from ._recipes import RECIPES
 from ._report import plot_seeds
 from ._rundir import (
@@ -230,14 +231,14 @@ def train(
 ) -> Run | list[Run]:
     """Train a preset into the run directory `out` (what `azx train` does).
 
-    Logs `metrics.jsonl` every `log_every` iterations, evaluates and checkpoints every
-    `eval_every` iterations (and at least every five minutes, and at the end), and draws
-    `learning_curve.png`. The newest three checkpoints are kept, and every checkpoint at a
-    multiple of `eval_every` (opponents for `azx eval --opponent run:DIR@ITERATION`). A
-    first Ctrl-C stops after the running training call, saves a checkpoint and raises
-    [`azx.run.TrainingInterrupted`][] (a `KeyboardInterrupt`); `resume=True` continues
-    from the newest checkpoint exactly as if the run had not stopped. The untrained agent
-    is evaluated too, as the record of iteration 0.
+    Logs `metrics.jsonl` every `log_every` iterations (and at every evaluation), evaluates
+    and checkpoints every `eval_every` iterations (and at least every five minutes, and at
+    the end), and draws `learning_curve.png`. The newest three checkpoints are kept, and
+    every checkpoint at a multiple of `eval_every` (opponents for `azx eval --opponent
+    run:DIR@ITERATION`). A first Ctrl-C stops after the running training call, saves a
+    checkpoint and raises [`azx.run.TrainingInterrupted`][] (a `KeyboardInterrupt`);
+    `resume=True` continues from the newest checkpoint exactly as if the run had not
+    stopped. The untrained agent is evaluated too, as the record of iteration 0.
 
     `preset` is a preset name (see [`azx.presets.names`][]) or `"pgx:<game>"` for a
     two-player pgx game with [`azx.presets.for_pgx_game`][]'s generic setup; `env`
@@ -283,11 +284,10 @@ def train(
     """
     if seeds is not None:
         check_seeds(seeds)
-    out, chosen, config = _configure(out, preset, env, seed, resume, seeds)
     given = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
     given |= {"eval_games": eval_games, "eval_episodes": eval_episodes}
     given["opponents"] = None if opponents is None else tuple(opponents)
-    chosen = _with_options(chosen, given)
+    out, chosen, config = _configure(out, preset, env, seed, resume, seeds, given)
     log = (log,) if isinstance(log, str) else tuple(log)
     check_trackers(log)
     directories = seed_directories(out, config)
@@ -299,7 +299,7 @@ def train(
         else build(chosen, config["seed"])
     )
     try:
-        chosen.recipe.check_training(trainer.env)
+        evaluator(chosen.recipe, trainer.env).check_training()
     except (ValueError, ImportError) as error:  # ImportError: an optional package
         raise RunError(str(error)) from None
     config = dict(config, preset=chosen.to_dict())
@@ -366,10 +366,11 @@ def build_seeds(preset: presets.Preset, seeds: list[int], *, vmap: bool):
 
 
 def _configure(
-    out, preset, env, seed, resume, seeds
+    out, preset, env, seed, resume, seeds, given: dict[str, Any]
 ) -> tuple[Path, presets.Preset, dict[str, Any]]:
-    """The run directory, the preset and the run's configuration (`config.json`): the
-    saved ones with `resume`, otherwise from `preset` or `env`, `seed` and `seeds`."""
+    """The run directory, the preset (with the `given` options of `train`) and the run's
+    configuration (`config.json`): the saved ones with `resume`, otherwise from `preset`
+    or `env`, `seed` and `seeds`."""
     if resume:
         if out is None:
             raise RunError("`resume` needs `out`, the run directory to continue")
@@ -377,8 +378,9 @@ def _configure(
         check_writable(out, "out")
         explicit = {"preset": preset, "env": env, "seed": seed, "seeds": seeds}
         config = resumable_config(out, explicit)
-        return out, presets.from_dict(config["preset"]), config
-    chosen = _select_preset(preset, env)
+        saved = presets.from_dict(config["preset"])
+        return out, _with_options(saved, given, stretch_schedule=False), config
+    chosen = _with_options(_select_preset(preset, env), given, stretch_schedule=True)
     seed = 0 if seed is None else seed
     seeds = 1 if seeds is None else seeds
     directory_name = chosen.name.replace(":", "-")
@@ -390,9 +392,13 @@ def _configure(
     return out, chosen, config
 
 
-def _with_options(chosen: presets.Preset, given: dict[str, Any]) -> presets.Preset:
+def _with_options(
+    chosen: presets.Preset, given: dict[str, Any], *, stretch_schedule: bool
+) -> presets.Preset:
     """`chosen` with the options of `train` that were given (not `None`): its own and
-    those of its recipe. An option of another recipe is a `RunError`."""
+    those of its recipe. An option of another recipe is a `RunError`. With
+    `stretch_schedule`, a learning-rate schedule over the preset's whole length follows
+    a given `iterations` (a resumed run keeps the schedule it was trained with)."""
     changes = {}
     for name, value in given.items():
         if value is None:
@@ -410,6 +416,10 @@ def _with_options(chosen: presets.Preset, given: dict[str, Any]) -> presets.Pres
             f"{', '.join(f'`{n}`' for n in names)} applies to {others[0].name} presets; "
             f"{chosen.name} is a {chosen.algorithm} preset"
         )
+    field = chosen.recipe.schedule
+    if stretch_schedule and "iterations" in changes and field is not None:
+        if getattr(chosen.config, field) == chosen.iterations:
+            changes["config"] = dataclasses.replace(chosen.config, **{field: changes["iterations"]})
     try:
         return chosen.replace(**changes)
     except ValueError as error:
@@ -564,8 +574,9 @@ class _Member:
 
 class _Training:
     """The loop of one [`train`][azx.run.train] call: training calls of `log_every`
-    iterations, each logged; evaluations, checkpoints and the learning curve when due;
-    Ctrl-C. What differs between algorithms, the preset's recipe says. With several
+    iterations (shorter where an evaluation falls sooner), each logged; evaluations,
+    checkpoints and the learning curve when due; Ctrl-C. What differs between
+    algorithms, the preset's recipe and its evaluator say. With several
     members (seeds), the state is their states stacked, trained in one program (all at
     once under `vmap` with `vmap_seeds`, else one after another), and each member's
     directory gets what its own run would write."""
@@ -574,6 +585,7 @@ class _Training:
         self, out: Path, preset, trainer, members: list[_Member], mesh, *, vmap_seeds: bool
     ):
         self.out, self.preset, self.recipe, self.trainer = out, preset, preset.recipe, trainer
+        self.judge = evaluator(preset.recipe, trainer.env)
         self.members, self.mesh = members, mesh
         self.stacked = len(members) > 1
         if mesh is not None:
@@ -611,11 +623,11 @@ class _Training:
         tick = time.perf_counter()
         iteration = record["iteration"]
         key = jax.random.fold_in(member.eval_key, iteration)
-        record["eval"] = self.recipe.evaluate(self.trainer, state, key=key, phase=report.phase)
+        record["eval"] = self.judge.evaluate(self.trainer, state, key=key, phase=report.phase)
         when = f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
         if self.stacked:
             when = f"seed {member.seed}, {when}"
-        for line in self.recipe.evaluation_lines(record["eval"]):
+        for line in self.judge.evaluation_lines(record["eval"]):
             report.log(f"{when}: {line}")
         return time.perf_counter() - tick
 
@@ -635,13 +647,13 @@ class _Training:
         title = self.preset.description or self.preset.name
         for member in self.members:
             report.phase(f"drawing {CURVE_FILE}")
-            self.recipe.plot(member.records, member.out / CURVE_FILE, title=title)
+            self.judge.plot(member.records, member.out / CURVE_FILE, title=title)
             iteration = member.records[-1]["iteration"]
             for tracker in member.trackers:
                 tracker.log_image("learning_curve", member.out / CURVE_FILE, iteration=iteration)
         if self.stacked:
             runs = {member.seed: member.records for member in self.members}
-            plot_seeds(runs, self.recipe.headline, self.out / CURVE_FILE, title=title)
+            plot_seeds(runs, self.judge.headline, self.out / CURVE_FILE, title=title)
 
     def run(self, state, *, elapsed_before: float, quiet: bool):
         """Train `state` to the preset's iterations; the trained state."""
@@ -664,7 +676,8 @@ class _Training:
                 + (f" (resuming at iteration {first})" if first else "")
             )
             report.phase("compiling the training step")
-            chunk = min(preset.log_every, preset.iterations)
+            # Calls end at every evaluation, so none is longer than `eval_every`.
+            chunk = min(preset.log_every, preset.eval_every, preset.iterations)
             compile_start = time.perf_counter()
             step_chunk = self.train_fn.lower(state, chunk).compile()
             report.log(f"compiled the training step in {time.perf_counter() - compile_start:.1f}s")
@@ -689,11 +702,13 @@ class _Training:
         return state
 
     def train_call(self, state, step_chunk, chunk: int, report: _Reporter, stopped):
-        """One training call (`chunk` iterations, or fewer at the end), logged, and the
-        evaluation, checkpoint and curve that are due after it."""
+        """One training call (`chunk` iterations, or fewer where an evaluation or the end
+        comes sooner), logged, and the evaluation, checkpoint and curve that are due after
+        it."""
         preset, trainer = self.preset, self.trainer
         previous = self.iteration(state)
-        n = min(chunk, preset.iterations - previous)
+        next_evaluation = (previous // preset.eval_every + 1) * preset.eval_every
+        n = min(chunk, preset.iterations - previous, next_evaluation - previous)
         report.phase("training")
         tick = time.perf_counter()
         state, history = step_chunk(state, n) if n == chunk else self.train_fn(state, n)

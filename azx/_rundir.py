@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from . import ppo, presets
+from . import _version, ppo, presets
 from ._errors import RunError as RunError, one_line
 from ._trainer import AbstractTrainer
 from .checkpoint import Checkpointer, DamagedCheckpointError
@@ -110,9 +110,7 @@ def run_config(preset: presets.Preset, seed: int, seeds: int = 1) -> dict[str, A
     """The `config.json` of a run of `preset` from `seed`; with `seeds` > 1, of a run of
     the seeds `seed, ..., seed + seeds - 1` trained together, each in its own
     subdirectory (see `seed_directories`)."""
-    from . import __version__
-
-    config = {"azx_version": __version__, "seed": seed, "preset": preset.to_dict()}
+    config = {"azx_version": _version.__version__, "seed": seed, "preset": preset.to_dict()}
     return config if seeds == 1 else config | {"seeds": seeds}
 
 
@@ -209,26 +207,28 @@ class Run:
         `(carry, (logits, value))`."""
         return self.state.net
 
-    def _plays_games(self, what: str) -> None:
-        if not self.preset.recipe.plays_games:
+    def _agent_recipe(self, what: str) -> presets.AbstractAgentRecipe:
+        recipe = self.preset.recipe
+        if not isinstance(recipe, presets.AbstractAgentRecipe):
             raise RunError(
                 f"{what} needs an AlphaZero run; {self.directory} is a {self.algorithm} run"
             )
+        return recipe
 
     def search(self, num_simulations: int | None = None, **options) -> Any:
         """The run's search played greedily (no exploration noise), with its training
         number of simulations unless `num_simulations` is given (AlphaZero runs)."""
-        self._plays_games("a search")
+        recipe = self._agent_recipe("a search")
         if num_simulations is not None:
             options["num_simulations"] = num_simulations
-        return self.preset.recipe.make_eval_search(**options)
+        return recipe.make_eval_search(**options)
 
     def agent(self, kind: str = "search", *, num_simulations: int | None = None) -> Any:
         """An arena agent: `"search"` (network + greedy search), `"network"` (argmax of
         the policy, no search) or, for backgammon, `"full-move"` (the value alone over the
         roll's whole moves, [`azx.arena.ValueMoveAgent`][]) (AlphaZero runs)."""
-        self._plays_games("an arena agent")
-        return self.preset.recipe.agent(self.net, kind, num_simulations, self.env)
+        recipe = self._agent_recipe("an arena agent")
+        return recipe.agent(self.net, kind, num_simulations, self.env)
 
     def play_episodes(
         self, num_episodes: int, *, key, greedy: bool | None = None

@@ -19,6 +19,7 @@ import typer
 import typer.core
 
 from . import __version__, _cluster, presets, run as runs
+from ._evaluators import evaluator
 from ._recipes import RECIPES
 from ._report import across_seeds
 from ._rundir import check_writable, read_preset
@@ -196,7 +197,13 @@ _TrainResumeOption = Annotated[
 ]
 _TrainIterationsOption = Annotated[
     int | None,
-    typer.Option(min=1, metavar="N", help="Training iterations.", show_default="the preset's"),
+    typer.Option(
+        min=1,
+        metavar="N",
+        help="Training iterations (and the length of a learning-rate schedule that spans "
+        "the preset's).",
+        show_default="the preset's",
+    ),
 ]
 _TrainEvalEveryOption = Annotated[
     int | None,
@@ -473,14 +480,15 @@ def evaluate(
             _fail(f"{', '.join(flags)} applies to {other.name} runs; {run} is a {recipe.name} run")
     options = {name: given[name] for name in recipe.eval_options}
     try:
-        recipe.check_eval(options, preset.make_env())
+        judge = evaluator(recipe, preset.make_env())
+        judge.check_eval(options)
         loaded = runs.load_runs(run, step=step)
     except (runs.RunError, ValueError, ImportError) as error:  # (a missing env package)
         _fail(str(error))
     results = []
     for one in loaded:
         try:
-            result, name, lines = recipe.evaluate_run(one, options, seed=seed)
+            result, name, lines = judge.evaluate_run(one, options, seed=seed)
         except runs.RunError as error:
             _fail(str(error))
         for line in lines:
@@ -488,7 +496,7 @@ def evaluate(
         results.append(result)
     if len(loaded) > 1:
         result = {"seeds": {one.seed: r for one, r in zip(loaded, results)}}
-        result["across_seeds"] = across_seeds([recipe.headline(r) for r in results])
+        result["across_seeds"] = across_seeds([judge.headline(r) for r in results])
         for what, interval in result["across_seeds"].items():
             typer.echo(
                 f"{what}, mean of {interval['seeds']} seeds: {interval['mean']:.3f} "
@@ -527,7 +535,7 @@ def play(
     if sys.stdin is None or sys.stdin.closed:
         _fail("azx play reads your moves from standard input, which is closed")
     loaded = _load(run, None)
-    if not loaded.preset.recipe.plays_games:
+    if not isinstance(loaded.preset.recipe, presets.AbstractAgentRecipe):
         _fail(
             f"azx play plays board games against AlphaZero and MuZero runs; {run} is a "
             f"{loaded.algorithm} run"

@@ -22,6 +22,8 @@ import jax.numpy as jnp
 from . import envs, ppo
 from ._recipes import (
     RECIPES,
+    AbstractAgentRecipe as AbstractAgentRecipe,
+    AbstractPolicyRecipe as AbstractPolicyRecipe,
     AbstractRecipe as AbstractRecipe,
     AlphaZeroRecipe as AlphaZeroRecipe,
     MuZeroRecipe as MuZeroRecipe,

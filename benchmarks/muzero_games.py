@@ -30,6 +30,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
+from azx._evaluators import evaluator
+
 from . import _settings, tictactoe_exact
 from .muzero_cartpole import train_in_chunks
 
@@ -92,7 +94,7 @@ def main(argv=None):
 
 
 def _scores(recipe, trainer, state, seed: int) -> str:
-    results = recipe.evaluate(
+    results = evaluator(recipe, trainer.env).evaluate(
         trainer, state, key=jax.random.key(10_000 + seed), phase=lambda _: None
     )
     scores = ", ".join(

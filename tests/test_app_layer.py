@@ -10,10 +10,12 @@ import jax
 import pytest
 
 import azx
+from azx._evaluators import EpisodeEvaluator, MatchEvaluator, ReturnEvaluator, evaluator
+from azx._recipes import RECIPES
 
 
 APPLICATION = ["cli.py", "_loop.py", "_rundir.py", "_report.py", "presets.py", "run.py"]
-APPLICATION += ["_recipes.py", "_errors.py", "_cluster.py", "_play.py"]
+APPLICATION += ["_recipes.py", "_evaluators.py", "_errors.py", "_cluster.py", "_play.py"]
 ROOT = Path(azx.__file__).parent
 
 
@@ -31,9 +33,13 @@ def test_no_module_imports_another_modules_private_name():
     assert not private
 
 
-def test_no_algorithm_name_is_compared_outside_the_recipes():
-    recipes = (azx.presets.AlphaZeroRecipe, azx.presets.PPORecipe, azx.presets.MuZeroRecipe)
-    names = {recipe.name for recipe in recipes}
+# Games and searches the application treats in their own way (backgammon's points,
+# 2048's score, each search's greedy form): chosen by type, never by name.
+GAMES_AND_SEARCHES = {"backgammon", "2048", "puct", "gumbel"}
+
+
+def test_no_algorithm_game_or_search_name_is_compared_in_the_application():
+    names = set(RECIPES) | GAMES_AND_SEARCHES
     found = []
     for name, tree in _trees():
         for node in ast.walk(tree):
@@ -42,6 +48,23 @@ def test_no_algorithm_name_is_compared_outside_the_recipes():
                 strings = {o.value for o in operands if isinstance(o, ast.Constant)}
                 found += [f"{name}:{node.lineno}" for _ in strings & names]
     assert not found
+
+
+def test_the_evaluator_follows_the_agent_and_the_environment():
+    # Matches in a two-player game, the agents' episodes in a single-player one, the
+    # policy's return for an algorithm without an arena agent.
+    chosen = {
+        name: type(evaluator(azx.presets.get(name).recipe, azx.presets.get(name).make_env()))
+        for name in ("tic_tac_toe", "2048", "muzero_tic_tac_toe", "muzero_cartpole")
+    }
+    assert chosen == {
+        "tic_tac_toe": MatchEvaluator,
+        "2048": EpisodeEvaluator,
+        "muzero_tic_tac_toe": MatchEvaluator,
+        "muzero_cartpole": EpisodeEvaluator,
+    }
+    ppo = azx.presets.get("ppo_cartpole")
+    assert isinstance(evaluator(ppo.recipe, ppo.make_env()), ReturnEvaluator)
 
 
 def test_a_config_from_before_ppo_reads_as_alphazero():

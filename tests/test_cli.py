@@ -61,7 +61,9 @@ def test_train_writes_config_metrics_checkpoints_and_curve(trained):
 def test_load_run_gives_env_network_config_and_agent(trained):
     run = azx.load_run(trained)
     assert run.iteration == 2
-    assert run.config == azx.presets.get("tic_tac_toe").config
+    # The preset's configuration, its learning-rate decay over the run's 2 iterations.
+    preset = azx.presets.get("tic_tac_toe")
+    assert run.config == dataclasses.replace(preset.config, decay_iterations=2)
     observation = run.env.observation(run.env.init(jax.random.key(0)))
     logits, value = run.net(observation)
     assert logits.shape == (run.env.num_actions,) and value.shape == ()
@@ -77,7 +79,8 @@ def test_load_run_gives_env_network_config_and_agent(trained):
 
 
 def test_resume_continues_exactly(trained, tmp_path):
-    # A copy trained on to 4 iterations by --resume equals 4 iterations of the API.
+    # A copy trained on to 4 iterations by --resume equals 4 iterations of the API (of
+    # the run's preset: its learning-rate decay over the 2 iterations it was started for).
     import shutil
 
     resumed = tmp_path / "resumed"
@@ -86,7 +89,9 @@ def test_resume_continues_exactly(trained, tmp_path):
     assert result.exit_code == 0, result.output
     # Iteration 0 (the untrained agent) is evaluated once, not again on resuming.
     assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [0, 1, 2, 3, 4]
-    trainer, state = azx.presets.get("tic_tac_toe").build(seed=0)
+    preset = azx.load_run(resumed).preset
+    assert preset.iterations == 4 and preset.config.decay_iterations == 2
+    trainer, state = preset.build(seed=0)
     straight = trainer.train(state, 4)
     for a, b in zip(_leaves(azx.load_run(resumed).state), _leaves(straight), strict=True):
         np.testing.assert_array_equal(a, b)
@@ -104,14 +109,17 @@ def test_eval_prints_counts_and_writes_json(trained, tmp_path):
 
 
 def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
-    # Four evaluations: the newest three checkpoints and the evaluated ones are kept.
+    # Four evaluations: the newest three checkpoints and the evaluated ones are kept. An
+    # evaluation interval shorter than the logging one ends the training calls early.
     run = tmp_path / "run"
     result = _azx(
-        "train", "--out", run, "--iterations", 8, "--quiet", "--log-every", 1,
+        "train", "--out", run, "--iterations", 8, "--quiet", "--log-every", 4,
         "--eval-every", 2, "--eval-games", 2, "--opponent", "random",
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     assert azx.checkpoint.Checkpointer(run / "checkpoints").all_steps() == [2, 4, 6, 8]
+    evaluated = [r["iteration"] for r in azx.run.read_metrics(run) if "eval" in r]
+    assert evaluated == [0, 2, 4, 6, 8]
     path = tmp_path / "eval.json"
     result = _azx(
         "eval", "--run", run, "--agent", "network", "--opponent", f"run:{run}@2",
@@ -166,7 +174,8 @@ def test_bad_input_is_one_line_with_exit_code_2(trained, tmp_path):
     )
     _one_line_error(_azx("eval", "--run", trained, "--opponent", "rnd"), "'rnd'", "mcts:N")
     _one_line_error(_azx("train", "--out", trained, "--seed", 5), "different configuration", "seed")
-    _one_line_error(_azx("train", "--out", trained), "already holds this run", "--resume")
+    again = _azx("train", "--out", trained, "--iterations", 2)  # (its schedule: 2 iterations)
+    _one_line_error(again, "already holds this run", "--resume")
     _one_line_error(_azx("eval", "--run", tmp_path), "no config.json")
     assert not (tmp_path / "a").exists()
 
@@ -208,7 +217,9 @@ def test_ctrl_c_saves_a_checkpoint_and_resume_continues(tmp_path):
 
 
 ALPHAZERO_PRESETS = [
-    name for name in azx.presets.names() if azx.presets.get(name).recipe.plays_games
+    name
+    for name in azx.presets.names()
+    if isinstance(azx.presets.get(name).recipe, azx.presets.AbstractAgentRecipe)
 ]
 
 

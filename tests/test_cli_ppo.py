@@ -32,6 +32,9 @@ def test_train_writes_metrics_with_returns_and_a_curve(trained):
     config = json.loads((trained / "config.json").read_text())
     preset = azx.presets.from_dict(config["preset"])
     assert isinstance(preset.recipe, azx.presets.PPORecipe) and preset.env == "gymnax:CartPole-v1"
+    # The preset anneals over its whole length: over the run's, given `--iterations`.
+    assert azx.presets.get("ppo_cartpole").config.anneal_iterations == 1000
+    assert preset.iterations == preset.config.anneal_iterations == 2
     # The untrained policy's evaluation comes first, as iteration 0.
     untrained, *records = azx.run.read_metrics(trained)
     assert untrained["iteration"] == untrained["env_steps"] == 0 and "loss" not in untrained
@@ -59,7 +62,8 @@ def test_resume_continues_exactly(trained, tmp_path):
     result = _azx("train", "--out", resumed, "--resume", "--iterations", 3, *SMALL[2:])
     assert result.exit_code == 0, result.output
     assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [0, 1, 2, 3]
-    trainer, state = azx.presets.get("ppo_cartpole").build(seed=0)
+    # The run's own preset: the anneal over the 2 iterations it was started for.
+    trainer, state = azx.load_run(resumed).preset.build(seed=0)
     straight = trainer.train(state, 3)
     for a, b in zip(_leaves(azx.load_run(resumed).state), _leaves(straight), strict=True):
         np.testing.assert_array_equal(a, b)

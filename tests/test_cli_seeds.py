@@ -92,16 +92,21 @@ def test_eval_reports_each_seed_and_the_mean_over_seeds(together, tmp_path):
     assert json.loads((tmp_path / "4").read_text())["return_mean"] == returns[1]
 
 
-def test_resume_continues_every_seed_exactly(together, tmp_path):
-    resumed = tmp_path / "resumed"
-    shutil.copytree(together, resumed)
-    result = azx_cli("train", "--out", resumed, "--resume", "--iterations", 3, *SMALL[2:])
-    assert result.exit_code == 0, result.output
+def test_resume_continues_every_seed_exactly(tmp_path):
+    # A 3-iteration run, and a copy of it resumed from its checkpoint at iteration 2 (the
+    # same run throughout: its learning rate anneals over the 3 iterations it was given).
     straight = tmp_path / "straight"
     result = azx_cli(
         "train", "--out", straight, "--seed", 3, "--seeds", 2, "--iterations", 3, *SMALL
     )
     assert result.exit_code == 0, result.output
+    resumed = tmp_path / "resumed"
+    shutil.copytree(straight, resumed)
+    for seed in (3, 4):
+        shutil.rmtree(resumed / f"seed{seed}" / "checkpoints" / "3")
+    result = azx_cli("train", "--out", resumed, "--resume", "--iterations", 3, *SMALL[2:])
+    assert result.exit_code == 0, result.output
+    assert azx.load_run(resumed / "seed3").iteration == 3  # trained again from 2
     for seed in (3, 4):
         got, want = (azx.run.read_metrics(d / f"seed{seed}") for d in (resumed, straight))
         assert [{k: v for k, v in r.items() if k not in _CLOCK} for r in got] == [

@@ -15,6 +15,7 @@ from _tiers import slow_repeats
 from pgx.backgammon import _calc_win_score, _legal_action_mask
 
 import azx
+from azx._evaluators import evaluator
 from azx._numerics import third_party_numerics
 from azx.arena import (
     BackgammonResult,
@@ -645,8 +646,9 @@ def test_backgammon_preset_evaluates_its_full_move_agent():
         preset.recipe, eval_agents=("full-move",), eval_opponents=("random",), eval_games=2
     )
     trainer, state = preset.build(seed=0)
-    results = recipe.evaluate(trainer, state, key=jax.random.key(0), phase=lambda _: None)
+    judge = evaluator(recipe, trainer.env)
+    results = judge.evaluate(trainer, state, key=jax.random.key(0), phase=lambda _: None)
     record = results["full-move"]["random"]
     assert record["wins"] + record["draws"] + record["losses"] == 2
     with pytest.raises(ValueError, match="plays backgammon; this game is 'tic_tac_toe'"):
-        recipe.check_training(azx.envs.make("tic_tac_toe"))
+        evaluator(recipe, azx.envs.make("tic_tac_toe")).check_training()

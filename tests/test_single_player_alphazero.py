@@ -10,6 +10,7 @@ import pytest
 from scipy import stats
 
 import azx
+from azx._evaluators import evaluator
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,8 @@ def test_evaluation_plays_episodes_with_an_interval(small, tmp_path):
     preset, trainer, state = small
     recipe = preset.recipe
     key = jax.random.key(3)
-    results = recipe.evaluate(trainer, state, key=key, phase=lambda text: None)
+    judge = evaluator(recipe, trainer.env)
+    results = judge.evaluate(trainer, state, key=key, phase=lambda text: None)
     assert list(results) == ["search"]
     record = results["search"]
     # The same episodes, played by the arena directly: the record summarises them.
@@ -45,12 +47,12 @@ def test_evaluation_plays_episodes_with_an_interval(small, tmp_path):
     assert record["return_min"] == pytest.approx(returns.min())
     # A 2048 game scores the merged tiles (here scaled by 0.01): every game merges some.
     assert returns.min() > 0
-    (line,) = recipe.evaluation_lines(results)
+    (line,) = judge.evaluation_lines(results)
     assert line.startswith("search: return ") and "over 6 episodes" in line
-    assert recipe.headline(results) == {"search return": record["return_mean"]}
+    assert judge.headline(results) == {"search return": record["return_mean"]}
     records = [
         {"iteration": 0, "env_steps": 0, "eval": results},
         {"iteration": 1, "env_steps": 8, "loss": 1.0, "policy_loss": 0.5, "value_loss": 0.5},
     ]
-    recipe.plot(records, tmp_path / "curve.png", title="2048")
+    judge.plot(records, tmp_path / "curve.png", title="2048")
     assert (tmp_path / "curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
