@@ -22,7 +22,6 @@ from ._errors import RunError
 from ._report import play_episodes
 from ._validate import check_positive_int
 from .alphazero import AlphaZero, Config
-from .envs._wrappers import EnvWrapper  # (azx.envs does not export the wrappers' base)
 from .muzero import (
     Config as MuZeroConfig,
     MuZero,
@@ -202,7 +201,7 @@ def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:
 
 def base_env(env: envs.AbstractEnv) -> envs.AbstractEnv:
     """The game under `env`'s wrappers (which change only what is read from a state)."""
-    while isinstance(env, EnvWrapper):
+    while isinstance(env, envs.AbstractEnvWrapper):
         env = env.env
     return env
 

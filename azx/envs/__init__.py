@@ -19,6 +19,7 @@ from ._pgx_chance import (
 from ._registry import available as available, make as make, register as register
 from ._symmetry import Symmetry as Symmetry
 from ._wrappers import (
+    AbstractEnvWrapper as AbstractEnvWrapper,
     AbstractObserveLegalMoves as AbstractObserveLegalMoves,
     AbstractScaleRewards as AbstractScaleRewards,
     ObserveLegalMoves as ObserveLegalMoves,
