@@ -34,10 +34,10 @@ from ._report import (
     describe_return,
     evaluate,
     evaluate_episodes,
-    evaluate_policy,
     plot_episodes_curve,
     plot_learning_curve,
     plot_return_curve,
+    return_record,
 )
 from ._rundir import Run, load_run, split_checkpoint_spec
 
@@ -372,7 +372,8 @@ class EpisodeEvaluator(AbstractEvaluator):
 
 @dataclasses.dataclass(frozen=True)
 class ReturnEvaluator(AbstractEvaluator):
-    """The return of the policy's own episodes ([`azx.ppo.evaluate`][])."""
+    """The return of the policy's own episodes, as its recipe's `play_episodes` plays
+    them (PPO's: [`azx.ppo.evaluate`][])."""
 
     recipe: AbstractPolicyRecipe
 
@@ -382,9 +383,10 @@ class ReturnEvaluator(AbstractEvaluator):
     def evaluate(self, trainer, state, *, key, phase):
         recipe = self.recipe
         phase(f"evaluating the policy ({recipe.eval_episodes} episodes)")
-        return evaluate_policy(
-            trainer, state, num_episodes=recipe.eval_episodes, key=key, greedy=recipe.eval_greedy
+        result = recipe.play_episodes(
+            trainer, state, recipe.eval_episodes, key=key, greedy=recipe.eval_greedy
         )
+        return return_record(result, greedy=recipe.eval_greedy)
 
     def evaluation_lines(self, results):
         return [describe_return(results)]
@@ -402,9 +404,10 @@ class ReturnEvaluator(AbstractEvaluator):
         recipe = self.recipe
         greedy = recipe.eval_greedy if options["greedy"] is None else options["greedy"]
         episodes = recipe.eval_episodes if options["episodes"] is None else options["episodes"]
-        record = evaluate_policy(
-            run.trainer, run.state, num_episodes=episodes, key=jax.random.key(seed), greedy=greedy
+        result = recipe.play_episodes(
+            run.trainer, run.state, episodes, key=jax.random.key(seed), greedy=greedy
         )
+        record = return_record(result, greedy=greedy)
         line = f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"
         result = {"run": str(run.directory), "iteration": run.iteration, "seed": seed, **record}
         return result, "greedy" if greedy else "policy", [line]
