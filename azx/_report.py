@@ -265,14 +265,18 @@ def plot_return_curve(
     returns.set(xlabel="environment steps", ylabel="episode return", title="return")
     if records:
         returns.legend(fontsize="small")
-    logged = [r for r in records if "loss" in r]
-    steps = [r["env_steps"] for r in logged]
-    value.plot(steps, [r["value_loss"] for r in logged], color="tab:green")
+
+    def series(name: str) -> tuple[list[Any], list[Any]]:
+        # A policy algorithm's records without this loss leave its panel empty.
+        kept = [r for r in records if name in r]
+        return [r["env_steps"] for r in kept], [r[name] for r in kept]
+
+    value.plot(*series("value_loss"), color="tab:green")
     value.set(xlabel="environment steps", title="value loss (mean over each logged call)")
     for name in ("policy_loss", "entropy"):
-        policy.plot(steps, [r[name] for r in logged], label=name)
+        policy.plot(*series(name), label=name)
     policy.set(xlabel="environment steps", title="policy loss and entropy")
-    if logged:
+    if any("policy_loss" in r or "entropy" in r for r in records):
         policy.legend(fontsize="small")
     for axes in (returns, value, policy):
         axes.xaxis.set_major_formatter(EngFormatter(sep=""))
