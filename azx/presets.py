@@ -626,6 +626,40 @@ def register(preset: Preset) -> None:
     _PRESETS[preset.name] = preset
 
 
+_BUILT_IN_RECIPES = frozenset(RECIPES)
+
+
+def register_recipe(recipe_class: type[AbstractRecipe]) -> None:
+    """Add an algorithm: `recipe_class`, a concrete [`azx.presets.AbstractAgentRecipe`][]
+    or [`azx.presets.AbstractPolicyRecipe`][] (a frozen dataclass), under its `name`, so
+    that `azx train`, `azx eval` and [`azx.load_run`][] read back the `config.json` of a
+    preset whose recipe it is (its `"algorithm"`). Registration lasts for the Python
+    process; registering a class again under its name replaces it.
+
+    **Raises:** `ValueError` if `recipe_class` is not such a class, or its name is one of
+    azx's own algorithms'.
+    """
+    kinds = (AbstractAgentRecipe, AbstractPolicyRecipe)
+    if not (
+        isinstance(recipe_class, type)
+        and issubclass(recipe_class, kinds)
+        and dataclasses.is_dataclass(recipe_class)
+    ):
+        raise ValueError(
+            "recipe_class must be a dataclass subclassing azx.presets.AbstractAgentRecipe "
+            f"or azx.presets.AbstractPolicyRecipe, got {recipe_class!r}"
+        )
+    name = getattr(recipe_class, "name", None)
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"recipe_class.name must be a non-empty string, got {name!r}")
+    if name in _BUILT_IN_RECIPES:
+        raise ValueError(
+            f"algorithm name {name!r} is taken by azx's own algorithms "
+            f"({', '.join(sorted(_BUILT_IN_RECIPES))}); choose another"
+        )
+    RECIPES[name] = recipe_class
+
+
 def names() -> tuple[str, ...]:
     """Names of the presets (azx's own, then those registered)."""
     return tuple(_PRESETS)
