@@ -51,7 +51,7 @@ def test_train_writes_the_algorithms_records_and_evaluations(trained):
     evaluation = records[-1]["eval"]
     assert evaluation["episodes"] == 4 and evaluation["unfinished"] == 0
     assert evaluation["return_low"] <= evaluation["return_mean"] <= evaluation["return_high"]
-    # The evaluation is the recipe's own episodes of the checkpointed policy.
+    # The run reads back as the new algorithm's, with the evaluated checkpoint.
     run = azx.load_run(trained)
     assert run.algorithm == "reinforce" and run.iteration == 2
     assert sorted(p.name for p in (trained / "checkpoints").iterdir()) == ["2"]
