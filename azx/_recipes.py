@@ -146,7 +146,8 @@ class AbstractAgentRecipe(AbstractRecipe):
         # Under `vmap` the CPU's row loops (`PlatformBackend`) run every seed's rows in
         # every iteration of every seed's loop; the lockstep kernels batch as plain array
         # code. Every backend gives the same search, bit for bit.
-        if isinstance(getattr(trainer.search, "backend", None), search.PlatformBackend):
+        native = isinstance(trainer.search, search.AbstractNativeSearch)
+        if native and isinstance(trainer.search.backend, search.PlatformBackend):
             return eqx.tree_at(lambda t: t.search.backend, trainer, search.LockstepBackend())
         return trainer
 

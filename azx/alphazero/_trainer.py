@@ -275,7 +275,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
         )
 
         outcome = None
-        if self.search.reuse_tree and getattr(out.tree, "chance", None) is not None:
+        if self.search.reuse_tree and self.search.plans_chance(env):
             # The search keeps the subtree of the chance outcome that happens: the game
             # steps through its afterstate and an outcome drawn from its distribution
             # (distributed as `env.step`).
