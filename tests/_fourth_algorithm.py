@@ -5,7 +5,7 @@ registered recipe and preset alone.
 Each iteration plays one `horizon`-step episode from a fresh start in every row, sampling
 the policy of an `azx.nets.ActorCritic` (its value head unused), and takes one Adam step
 on the log-probability of each action weighted by the return that followed it.
-Importing the module registers the recipe (`"reinforce"`) and the preset
+`register()` registers the recipe (`"reinforce"`) and the preset
 (`"reinforce_cartpole"`).
 """
 
@@ -180,5 +180,9 @@ PRESET = presets.Preset(
     log_every=1,
 )
 
-presets.register_recipe(ReinforceRecipe)
-presets.register(PRESET)
+
+def register() -> None:
+    """What a user's module does to make the algorithm known to `azx train`, `azx eval`
+    and `azx.load_run`."""
+    presets.register_recipe(ReinforceRecipe)
+    presets.register(PRESET)

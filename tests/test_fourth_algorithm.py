@@ -28,8 +28,21 @@ def _leaves(state):
     ]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    """The algorithm registered for this module's tests only: the other tests of the same
+    process see azx's own algorithms and presets (a test lists them)."""
+    registries = (azx.presets._PRESETS, azx.presets.RECIPES)
+    before = [dict(registry) for registry in registries]
+    reinforce.register()
+    yield
+    for registry, entries in zip(registries, before, strict=True):
+        registry.clear()
+        registry.update(entries)
+
+
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(registered, tmp_path_factory):
     """A 2-iteration reinforce_cartpole run, made by `azx train`."""
     out = tmp_path_factory.mktemp("run") / "reinforce"
     result = azx_cli("train", "--out", out, "--iterations", 2, *TRAIN)
