@@ -150,15 +150,21 @@ def _run_result(run: Run, agent: str, player, seed: int, results, **more) -> dic
 
 
 @dataclasses.dataclass(frozen=True)
-class MatchEvaluator(AbstractEvaluator):
-    """Matches of the recipe's agents against opponents, half the games with each colour
-    (a two-player game); backgammon's matches also in points."""
+class _AbstractAgentEvaluator(AbstractEvaluator):
+    """Runs of an arena agent's recipe on `env`, whose opponents are checked before
+    training."""
 
     recipe: AbstractAgentRecipe
     env: envs.AbstractEnv
 
     def check_training(self):
         _check_agent_training(self.recipe, self.env)
+
+
+@dataclasses.dataclass(frozen=True)
+class MatchEvaluator(_AbstractAgentEvaluator):
+    """Matches of the recipe's agents against opponents, half the games with each colour
+    (a two-player game); backgammon's matches also in points."""
 
     def evaluate(self, trainer, state, *, key, phase):
         recipe = self.recipe
@@ -299,15 +305,9 @@ def _run_opponent(spec: str, run: Run, agent: str, opening_plies: int):
 
 
 @dataclasses.dataclass(frozen=True)
-class EpisodeEvaluator(AbstractEvaluator):
+class EpisodeEvaluator(_AbstractAgentEvaluator):
     """Episodes of the recipe's agents (a single-player game); 2048's also in its own
     score and largest tiles."""
-
-    recipe: AbstractAgentRecipe
-    env: envs.AbstractEnv
-
-    def check_training(self):
-        _check_agent_training(self.recipe, self.env)
 
     def evaluate(self, trainer, state, *, key, phase):
         recipe = self.recipe
