@@ -25,7 +25,7 @@ import numpy as np
 from . import parallel, presets
 from ._errors import one_line
 from ._evaluators import evaluator
-from ._recipes import RECIPES
+from ._preset import RECIPES, Option
 from ._report import plot_seeds
 from ._rundir import (
     CHECKPOINT_DIR,
@@ -36,6 +36,7 @@ from ._rundir import (
     RunError,
     build,
     check_fresh_directory,
+    check_same_training,
     check_writable,
     open_checkpoints,
     read_metrics,
@@ -68,21 +69,37 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.iteration = iteration
 
 
+TRAIN_OPTIONS = (
+    Option(
+        "iterations",
+        int,
+        "Training iterations (and the length of a learning-rate schedule that spans the preset's).",
+        field="iterations",
+        minimum=1,
+    ),
+    Option(
+        "eval_every",
+        int,
+        "Iterations between evaluations and checkpoints.",
+        field="eval_every",
+        minimum=1,
+    ),
+    Option("log_every", int, "Iterations per logged training call.", field="log_every", minimum=1),
+)
+"""The training options of every preset; each recipe adds its own
+(`AbstractRecipe.train_options`)."""
+
+
 def _select_preset(preset: str | None, env: str | None) -> presets.Preset:
+    """The preset named `preset` (`pgx:GAME`: the generic setup), or without one, the
+    first that plays `env` (default tic-tac-toe)."""
     if preset is not None:
         try:
-            chosen = (
-                presets.for_pgx_game(preset.removeprefix("pgx:"))
-                if preset.startswith("pgx:")
-                else presets.get(preset)
-            )
+            if preset.startswith("pgx:"):
+                return presets.for_pgx_game(preset.removeprefix("pgx:"))
+            return presets.get(preset)
         except ValueError as error:
             raise RunError(str(error)) from None
-        if env is not None and env != chosen.env:
-            raise RunError(
-                f"`env` {env!r} does not match preset {preset!r}, which plays {chosen.env!r}"
-            )
-        return chosen
     env = env or "tic_tac_toe"
     matching = [name for name in presets.names() if presets.get(name).env == env]
     if matching:
@@ -95,6 +112,11 @@ def _select_preset(preset: str | None, env: str | None) -> presets.Preset:
             f"unknown env {env!r}: games with a preset are {games}, and any two-player pgx "
             "game trains with a generic setup"
         ) from None
+
+
+def train_options(recipe: type[presets.AbstractRecipe]) -> dict[str, Option]:
+    """The training options of `recipe`'s presets, by name."""
+    return {option.name: option for option in (*TRAIN_OPTIONS, *recipe.train_options)}
 
 
 @contextmanager
@@ -218,76 +240,48 @@ def train(
     preset: str | None = None,
     env: str | None = None,
     seed: int | None = None,
+    seeds: int | None = None,
     resume: bool = False,
-    iterations: int | None = None,
-    eval_every: int | None = None,
-    eval_games: int | None = None,
-    eval_episodes: int | None = None,
-    opponents: Sequence[str] | None = None,
-    log_every: int | None = None,
+    settings: Sequence[str] = (),
     log: Sequence[str] = (),
     quiet: bool = False,
-    seeds: int | None = None,
+    **options: Any,
 ) -> Run | list[Run]:
-    """Train a preset into the run directory `out` (what `azx train` does).
+    """Train a preset into the run directory `out`: what `azx train` does, each argument
+    as its flag (`settings` is `--set`), described in full in docs/cli.md.
 
-    Logs `metrics.jsonl` every `log_every` iterations (and at every evaluation), evaluates
-    and checkpoints every `eval_every` iterations (and at least every five minutes, and at
-    the end), and draws `learning_curve.png`. The newest three checkpoints are kept, and
-    every checkpoint at a multiple of `eval_every` (opponents for `azx eval --opponent
-    run:DIR@ITERATION`). A first Ctrl-C stops after the running training call, saves a
-    checkpoint and raises [`azx.run.TrainingInterrupted`][] (a `KeyboardInterrupt`);
-    `resume=True` continues from the newest checkpoint exactly as if the run had not
-    stopped. The untrained agent is evaluated too, as the record of iteration 0.
+    Logs `metrics.jsonl` every `log_every` iterations, evaluates and checkpoints every
+    `eval_every` (and at least every five minutes, and at the end; the untrained agent as
+    iteration 0), and draws `learning_curve.png`. A first Ctrl-C saves a checkpoint and
+    raises [`azx.run.TrainingInterrupted`][]; `resume=True` continues from the newest
+    readable checkpoint exactly as if the run had not stopped (a damaged one is moved
+    aside into `checkpoints/unreadable/` with an
+    [`azx.checkpoint.DamagedCheckpointWarning`][]).
 
-    `preset` is a preset name (see [`azx.presets.names`][]) or `"pgx:<game>"` for a
-    two-player pgx game with [`azx.presets.for_pgx_game`][]'s generic setup; `env`
-    instead picks the preset that plays that environment (or the generic setup).
-
-    Options left as `None` take the preset's values (or, with `resume`, the run's).
-    `eval_games` and `opponents` apply to AlphaZero and MuZero presets, `eval_episodes` to
-    PPO ones.
-
-    `log` names experiment trackers that get every metrics record too: `"tensorboard"`
-    (event files in `out/tensorboard/`; `pip install 'azx[tensorboard]'`) and `"wandb"`
-    (a Weights & Biases run; `pip install 'azx[wandb]'`). With several processes only
-    process 0 logs.
-
-    `seeds` > 1 trains that many independent agents, from `seed` up, as one program
-    (the seeds' states stacked and trained all at once under `vmap` or one after another,
-    as the preset's algorithm runs faster on the platform: see
-    [`azx.presets.Preset.vmaps_seeds`][]): `out` holds `config.json`, each seed's own run
-    directory `out/seed<S>` (config, metrics, checkpoints, curve: what a run of that seed
-    alone writes, bit for bit one after another, within float tolerance under `vmap`) and
-    a `learning_curve.png` of every seed with their mean and range.
-    [`azx.run.load_runs`][] opens them all.
+    `preset` is a name of [`azx.presets.names`][] or `"pgx:<game>"`
+    ([`azx.presets.for_pgx_game`][]); `env` trains it on another environment of the same
+    kind (without `preset`, it picks the preset that plays `env`). `options` are the
+    training options (`TRAIN_OPTIONS` and the recipe's `train_options`: `iterations`,
+    `eval_every`, `log_every`, `eval_games`, `opponents`, `eval_episodes`), `None` for the
+    preset's (or, with `resume`, the run's). `settings` are `KEY=VALUE` changes of the
+    preset ([`azx.presets.Preset.changed`][]). `config.json`
+    records the preset as changed; `resume` continues it. `log` names trackers
+    (`"tensorboard"`, `"wandb"`). `seeds` > 1 trains that many seeds from `seed` as one
+    program, each in `out/seed<S>` ([`azx.presets.Preset.vmaps_seeds`][]). Every device
+    JAX sees trains ([`azx.parallel.sharded_train`][]); with several processes each calls
+    `train` with the same arguments, and process 0 writes the files.
 
     **Returns:** the trained [`azx.run.Run`][] (with `seeds` > 1, a list of each seed's).
 
-    Trains on every device JAX sees: with more than one, the games are split over a mesh
-    of all of them ([`azx.parallel.sharded_train`][]). With several processes (after
-    `jax.distributed.initialize()`), every process calls `train` with the same arguments
-    and an `out` on a file system they share: process 0 writes the run's files and the
-    progress, every process its part of each checkpoint, and each plays the same
-    evaluation games; the returned run holds the whole state in every process.
-
-    With `resume`, a damaged newest checkpoint is skipped for the newest one that reads
-    back intact, and moved aside into `checkpoints/unreadable/` (never deleted), each
-    with an [`azx.checkpoint.DamagedCheckpointWarning`][].
-
-    **Raises:** [`azx.run.RunError`][] for an unknown preset or env, an option the
-    preset's algorithm does not have, games that do not split evenly over the devices,
-    processes given different arguments, an `out` that cannot be written, a directory
-    holding a different run (unless `resume`), or `resume` without a readable
-    checkpoint, configuration or metrics log. Every check comes before the first write:
-    a `RunError` leaves the run directory as it was.
+    **Raises:** [`azx.run.RunError`][] for an unknown preset, env, option or setting,
+    games that do not split evenly over the devices, processes given different arguments,
+    an `out` that cannot be written or holds a different run (unless `resume`), or
+    `resume` without a readable checkpoint, configuration or metrics log, each before the
+    first write: a `RunError` leaves the run directory as it was.
     """
     if seeds is not None:
         check_seeds(seeds)
-    given = {"iterations": iterations, "eval_every": eval_every, "log_every": log_every}
-    given |= {"eval_games": eval_games, "eval_episodes": eval_episodes}
-    given["opponents"] = None if opponents is None else tuple(opponents)
-    out, chosen, config = _configure(out, preset, env, seed, resume, seeds, given)
+    out, chosen, config = _configure(out, preset, env, seed, resume, seeds, settings, options)
     log = (log,) if isinstance(log, str) else tuple(log)
     check_trackers(log)
     directories = seed_directories(out, config)
@@ -305,37 +299,37 @@ def train(
     config = dict(config, preset=chosen.to_dict())
     _check_same_everywhere(dict(config, resume=resume))
     mesh = _mesh(trainer)
-    if stacked:
-        state, records, elapsed_before = _prepare_seeds(out, config, directories, state, resume)
-        if mesh is not None:
-            state = parallel.shard_state(state, mesh, seeds=True)
-    else:
-        if mesh is not None:
-            state = parallel.shard_state(state, mesh)
-        state, kept, elapsed_before = _prepare_directory(out, config, state, resume)
-        records = [kept]
-    # The evaluated checkpoints stay (for `azx eval --opponent run:DIR@N`), besides the
-    # newest three.
-    main = jax.process_index() == 0
+    state, records, elapsed_before = _prepare(out, config, directories, state, resume, mesh)
     with contextlib.ExitStack() as stack:
         members = [
-            _Member(
-                out=directory,
-                seed=member_seed,
-                records=kept,
-                checkpoints=stack.enter_context(
-                    open_checkpoints(directory, keep_period=chosen.eval_every)
-                ),
-                trackers=stack.enter_context(
-                    open_trackers(log if main else (), directory, dict(config, seed=member_seed))
-                ),
-            )
-            for (member_seed, directory), kept in zip(directories.items(), records)
+            _Member.open(stack, directory, seed, kept, chosen.eval_every, log, config)
+            for (seed, directory), kept in zip(directories.items(), records)
         ]
         training = _Training(out, chosen, trainer, members, mesh, vmap_seeds=vmap_seeds)
         state = training.run(state, elapsed_before=elapsed_before, quiet=quiet)
     if mesh is not None:
         state = parallel.gather(state)
+    return _trained(chosen, trainer, state, members)
+
+
+def _prepare(out: Path, config, directories: dict[int, Path], state, resume: bool, mesh):
+    """The run directory (or, for several seeds, directories) ready to train, with
+    `resume` from the restored state, placed on the `mesh` when there is one: the state,
+    each seed's metrics records and the seconds the run had taken."""
+    if len(directories) > 1:
+        state, records, elapsed_before = _prepare_seeds(out, config, directories, state, resume)
+        if mesh is not None:
+            state = parallel.shard_state(state, mesh, seeds=True)
+        return state, records, elapsed_before
+    if mesh is not None:
+        state = parallel.shard_state(state, mesh)
+    state, kept, elapsed_before = _prepare_directory(out, config, state, resume)
+    return state, [kept], elapsed_before
+
+
+def _trained(chosen: presets.Preset, trainer, state, members: list["_Member"]):
+    """The trained run (a list of each seed's, for several seeds)."""
+    stacked = len(members) > 1
     runs = [
         Run(
             directory=member.out,
@@ -365,12 +359,19 @@ def build_seeds(preset: presets.Preset, seeds: list[int], *, vmap: bool):
         raise RunError(f"preset {preset.name!r}: {one_line(error)}") from None
 
 
+def _changed(chosen: presets.Preset, env: str | None, settings) -> presets.Preset:
+    try:
+        return chosen.changed(env=env, settings=settings)
+    except (ValueError, TypeError) as error:
+        raise RunError(one_line(error)) from None
+
+
 def _configure(
-    out, preset, env, seed, resume, seeds, given: dict[str, Any]
+    out, preset, env, seed, resume, seeds, settings, options: dict[str, Any]
 ) -> tuple[Path, presets.Preset, dict[str, Any]]:
-    """The run directory, the preset (with the `given` options of `train`) and the run's
-    configuration (`config.json`): the saved ones with `resume`, otherwise from `preset`
-    or `env`, `seed` and `seeds`."""
+    """The run directory, the preset (on `env`, with `settings` and the given training
+    `options`) and the run's configuration (`config.json`): the saved ones with `resume`,
+    otherwise from `preset` or `env`, `seed` and `seeds`."""
     if resume:
         if out is None:
             raise RunError("`resume` needs `out`, the run directory to continue")
@@ -379,8 +380,11 @@ def _configure(
         explicit = {"preset": preset, "env": env, "seed": seed, "seeds": seeds}
         config = resumable_config(out, explicit)
         saved = presets.from_dict(config["preset"])
-        return out, _with_options(saved, given, stretch_schedule=False), config
-    chosen = _with_options(_select_preset(preset, env), given, stretch_schedule=True)
+        changed = _changed(saved, env, settings)
+        check_same_training(out, config, dict(config, preset=changed.to_dict()), "settings")
+        return out, _with_options(changed, options, stretch_schedule=False), config
+    chosen = _changed(_select_preset(preset, env), env if preset else None, settings)
+    chosen = _with_options(chosen, options, stretch_schedule=True)
     seed = 0 if seed is None else seed
     seeds = 1 if seeds is None else seeds
     directory_name = chosen.name.replace(":", "-")
@@ -393,29 +397,26 @@ def _configure(
 
 
 def _with_options(
-    chosen: presets.Preset, given: dict[str, Any], *, stretch_schedule: bool
+    chosen: presets.Preset, options: dict[str, Any], *, stretch_schedule: bool
 ) -> presets.Preset:
-    """`chosen` with the options of `train` that were given (not `None`): its own and
-    those of its recipe. An option of another recipe is a `RunError`. With
-    `stretch_schedule`, a learning-rate schedule over the preset's whole length follows
-    a given `iterations` (a resumed run keeps the schedule it was trained with)."""
-    changes = {}
-    for name, value in given.items():
-        if value is None:
-            continue
-        own = chosen.recipe.train_options
-        if name in own:
-            changes[own[name]] = value
-            continue
-        others = [r for r in RECIPES.values() if name in r.train_options]
-        if not others:  # the preset's own fields
-            changes[name] = value
-            continue
-        names = [n for n, v in given.items() if v is not None and n in others[0].train_options]
+    """`chosen` with the training `options` that were given (not `None`). An option of
+    another recipe, or none, is a `RunError`. With `stretch_schedule`, a learning-rate
+    schedule over the preset's whole length follows a given `iterations` (a resumed run
+    keeps the schedule it was trained with)."""
+    own = train_options(type(chosen.recipe))
+    given = {name: value for name, value in options.items() if value is not None}
+    foreign = [name for name in given if name not in own]
+    if foreign:
+        others = [r.name for r in RECIPES.values() if foreign[0] in train_options(r)]
+        where = f"applies to {others[0]} presets" if others else "is not an option"
         raise RunError(
-            f"{', '.join(f'`{n}`' for n in names)} applies to {others[0].name} presets; "
-            f"{chosen.name} is a {chosen.algorithm} preset"
+            f"{', '.join(f'`{n}`' for n in foreign)} {where}; {chosen.name} is a "
+            f"{chosen.algorithm} preset"
         )
+    changes = {
+        own[name].field: tuple(value) if isinstance(value, list | tuple) else value
+        for name, value in given.items()
+    }
     field = chosen.recipe.schedule
     if stretch_schedule and "iterations" in changes and field is not None:
         if getattr(chosen.config, field) == chosen.iterations:
@@ -570,6 +571,16 @@ class _Member:
     @property
     def eval_key(self):
         return jax.random.fold_in(jax.random.key(self.seed), _EVAL_STREAM)
+
+    @classmethod
+    def open(cls, stack, out: Path, seed: int, records, eval_every: int, log, config):
+        """The member for `out`, its checkpoints and trackers open in `stack`. The
+        evaluated checkpoints stay (for `azx eval --opponent run:DIR@N`), besides the
+        newest three; with several processes, process 0 alone logs."""
+        checkpoints = stack.enter_context(open_checkpoints(out, keep_period=eval_every))
+        log = log if jax.process_index() == 0 else ()
+        trackers = stack.enter_context(open_trackers(log, out, dict(config, seed=seed)))
+        return cls(out, seed, records, checkpoints, trackers)
 
 
 class _Training:

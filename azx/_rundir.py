@@ -360,6 +360,17 @@ def resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
     return saved
 
 
+def check_same_training(out: Path, saved: dict[str, Any], config: dict[str, Any], what: str):
+    """`RunError` naming `what` where `config` would train otherwise than the run in `out`,
+    configured by `saved`, was trained (only its length and evaluations may differ)."""
+    differences = _differences(_training_identity(saved), _training_identity(config))
+    if differences:
+        raise RunError(
+            f"`resume` continues {out} as configured; `{what}` would change "
+            f"{'; '.join(differences)}"
+        )
+
+
 def check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
     """Refuse to start `config` in `out` if that would overwrite or mix with a saved run."""
     if (out / CONFIG_FILE).exists():

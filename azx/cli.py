@@ -8,6 +8,7 @@ module turns them into flags (`--resume`).
 """
 
 import importlib
+import inspect
 import os
 import re
 import sys
@@ -20,7 +21,8 @@ import typer.core
 
 from . import __version__, _cluster, presets, run as runs
 from ._evaluators import evaluator
-from ._recipes import RECIPES
+from ._loop import TRAIN_OPTIONS
+from ._preset import RECIPES, Option
 from ._report import across_seeds
 from ._rundir import check_writable, read_preset
 from .checkpoint import DamagedCheckpointWarning
@@ -104,23 +106,77 @@ def _options(
     """AlphaZero, MuZero and PPO in JAX: train an agent, evaluate it, play it."""
 
 
-# `azx.run.train`'s arguments whose flag is not `--` + the name with dashes.
-_RENAMED = {"opponents": "opponent"}
-_ARGUMENTS = {
-    "out", "preset", "env", "seed", "resume", "iterations", "eval_every", "eval_games",
-    "eval_episodes", "opponents", "log_every", "json", "coordinator", "num_processes",
-    "process_id", "join_timeout", "log",
-}  # fmt: skip
+def _parameter(option: Option, recipes: list[str] | None = None) -> inspect.Parameter:
+    """The typer parameter of `option`; `recipes`: the algorithms it applies to, where
+    not every one."""
+    help = option.help
+    if recipes is not None:
+        help = f"{', '.join(recipes)}: {help[0].lower()}{help[1:]}"
+    kind = option.type if option.default is not None else option.type | None
+    is_flag = option.type is bool and option.flag is None
+    typer_option = typer.Option(
+        *([option.flags] if option.flag or is_flag else []),
+        help=help,
+        min=option.minimum,
+        metavar=None if is_flag else option.metavar,
+        show_default=option.shown,
+    )
+    return inspect.Parameter(
+        option.name,
+        inspect.Parameter.KEYWORD_ONLY,
+        default=option.default,
+        annotation=Annotated[kind, typer_option],
+    )
+
+
+def _recipe_options(which: str) -> list[tuple[Option, list[str]]]:
+    """Every recipe's `train_options` or `eval_options` (`which`), each once, with the
+    algorithms it applies to."""
+    by_name: dict[str, tuple[Option, list[str]]] = {}
+    for recipe in RECIPES.values():
+        for option in getattr(recipe, which):
+            by_name.setdefault(option.name, (option, []))[1].append(recipe.name)
+    return list(by_name.values())
+
+
+def command_parameters(command: str) -> list[tuple[Option, list[str] | None]]:
+    """The options of `azx train` or `azx eval` (`command`), each with the algorithms it
+    applies to (None: every one), as their flags and the docs' tables are made."""
+    fixed, which = {"train": (_TRAIN, "train_options"), "eval": (_EVAL, "eval_options")}[command]
+    return [(option, None) for option in fixed] + _recipe_options(which)
+
+
+class _Command:
+    """A command whose options come from their declarations when it runs (a recipe
+    registered later brings its own)."""
+
+    def __init__(self, body, command: str):
+        self.body, self.command = body, command
+        self.__name__, self.__doc__, self.__annotations__ = body.__name__, body.__doc__, {}
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return inspect.Signature([_parameter(*one) for one in command_parameters(self.command)])
+
+    def __call__(self, **options):
+        return self.body(**options)
+
+
+def _declared() -> dict[str, Option]:
+    """Every option of `azx train` and `azx eval` by name (for messages)."""
+    declared = {option.name: option for option in (*_TRAIN, *_EVAL, *TRAIN_OPTIONS)}
+    for recipe in RECIPES.values():
+        declared |= {o.name: o for o in (*recipe.train_options, *recipe.eval_options)}
+    return declared
 
 
 def _as_flags(message: str) -> str:
     """A library message with its `argument` names written as flags (`--argument`)."""
+    declared = _declared()
 
     def flag(match: re.Match) -> str:
         name = match.group(1)
-        if name not in _ARGUMENTS:
-            return match.group(0)
-        return "--" + _RENAMED.get(name, name).replace("_", "-")
+        return declared[name].flags if name in declared else match.group(0)
 
     return re.sub(r"`(\w+)`", flag, message)
 
@@ -151,167 +207,100 @@ def _load(directory: Path, step: int | None) -> runs.Run:
         _fail(str(error))
 
 
-_PRESETS = ", ".join(presets.names())
-
-
-_TrainPresetOption = Annotated[
-    str | None,
-    typer.Option(
-        help=f"What to train: a preset ({_PRESETS}), or pgx:GAME for any two-player pgx "
-        "game with a generic AlphaZero setup (e.g. pgx:hex).",
-        show_default="tic_tac_toe",
+_TRAIN = (
+    Option(
+        "preset",
+        str,
+        f"What to train: a preset ({', '.join(presets.names())}), or pgx:GAME for any "
+        "two-player pgx game with a generic AlphaZero setup (e.g. pgx:hex).",
+        shown="tic_tac_toe",
         metavar="NAME",
     ),
-]
-_TrainEnvOption = Annotated[
-    str | None,
-    # Kept for command lines written before --preset took games: an environment name
-    # picks the preset that plays it.
-    typer.Option(hidden=True),
-]
-_TrainOutOption = Annotated[
-    Path | None,
-    typer.Option(help="Run directory.", show_default="runs/PRESET-seedSEED", metavar="DIR"),
-]
-_TrainSeedOption = Annotated[
-    int | None, typer.Option(help="Random seed.", show_default="0", metavar="N")
-]
-_TrainSeedsOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        metavar="N",
-        help=(
-            "Train N independent agents, seeds SEED to SEED+N-1, as one program; each "
-            "seed's run goes to OUT/seed<S>, their curves together to OUT."
-        ),
-        show_default="1",
+    Option(
+        "env",
+        str,
+        "Train the preset on another environment of the same kind (players, discrete or "
+        "continuous actions), e.g. --preset ppo_pendulum --env "
+        "gymnax:MountainCarContinuous-v0.",
+        metavar="NAME",
     ),
-]
-_TrainResumeOption = Annotated[
-    bool,
-    typer.Option(
-        "--resume",
-        help="Continue the run in --out from its newest checkpoint, with its saved setup.",
+    Option(
+        "settings",
+        list[str],
+        "Change one of the preset's settings, repeatable: a field of the preset or of its "
+        "config (eval_games=100, learning_rate=0.001) or a dotted path into an options "
+        "dict (network_options.width=64, search.num_simulations=32); VALUE is JSON or a "
+        "string. Recorded in config.json; --resume keeps them.",
+        shown="none",
+        metavar="KEY=VALUE",
+        flag="--set",
     ),
-]
-_TrainIterationsOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        metavar="N",
-        help="Training iterations (and the length of a learning-rate schedule that spans "
-        "the preset's).",
-        show_default="the preset's",
+    Option("out", Path, "Run directory.", shown="runs/PRESET-seedSEED", metavar="DIR"),
+    Option("seed", int, "Random seed.", shown="0"),
+    Option(
+        "seeds",
+        int,
+        "Train N independent agents, seeds SEED to SEED+N-1, as one program; each seed's "
+        "run goes to OUT/seed<S>, their curves together to OUT.",
+        shown="1",
+        minimum=1,
     ),
-]
-_TrainEvalEveryOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        metavar="N",
-        help="Iterations between evaluations and checkpoints.",
-        show_default="the preset's",
+    Option(
+        "resume",
+        bool,
+        "Continue the run in --out from its newest checkpoint, with its saved setup.",
+        default=False,
+        shown=False,
     ),
-]
-_TrainEvalGamesOption = Annotated[
-    int | None,
-    typer.Option(
-        min=2,
-        metavar="N",
-        help="Games per evaluation match, or episodes of a single-player game (even; "
-        "AlphaZero, MuZero).",
-        show_default="the preset's",
-    ),
-]
-_TrainEvalEpisodesOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1, metavar="N", help="Episodes per evaluation (PPO).", show_default="the preset's"
-    ),
-]
-_TrainOpponentOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        help="Evaluation opponent, repeatable (AlphaZero, MuZero): random, greedy, mcts:N, solver, "
-        "openspiel-mcts:N, openspiel-alphabeta:DEPTH, pubeval, gnubg[:LEVEL] or "
-        "expectimax[:DEPTH] (see azx eval --help).",
-        show_default="the preset's",
-        metavar="SPEC",
-    ),
-]
-_TrainLogEveryOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        metavar="N",
-        help="Iterations per logged training call.",
-        show_default="the preset's",
-    ),
-]
-_TrainLogOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        help="Experiment tracker, repeatable: tensorboard (event files in RUN/tensorboard/) "
-        "or wandb (a Weights & Biases run; WANDB_MODE=offline keeps it in RUN/wandb/). "
-        "Each is an extra: pip install 'azx[tensorboard]' or 'azx[wandb]'.",
-        show_default="none",
+    *TRAIN_OPTIONS,
+    Option(
+        "log",
+        list[str],
+        "Experiment tracker, repeatable: tensorboard (event files in RUN/tensorboard/) or "
+        "wandb (a Weights & Biases run; WANDB_MODE=offline keeps it in RUN/wandb/). Each "
+        "is an extra: pip install 'azx[tensorboard]' or 'azx[wandb]'.",
+        shown="none",
         metavar="TRACKER",
     ),
-]
-_TrainQuietOption = Annotated[bool, typer.Option("--quiet", help="No progress output.")]
-_TrainCoordinatorOption = Annotated[
-    str | None,
-    typer.Option(
-        help="Several processes: process 0's address and a free port (HOST:PORT), the "
-        "same in every process. Inside a SLURM or Open MPI job of several tasks the "
-        "three settings come from the job.",
+    Option("quiet", bool, "No progress output.", default=False, shown=False),
+    Option(
+        "coordinator",
+        str,
+        "Several processes: process 0's address and a free port (HOST:PORT), the same in "
+        "every process. Inside a SLURM or Open MPI job of several tasks the three settings "
+        "come from the job.",
+        shown=False,
         metavar="HOST:PORT",
     ),
-]
-_TrainNumProcessesOption = Annotated[
-    int | None,
-    typer.Option(
-        help="Several processes: how many take part.",
-        metavar="N",
-    ),
-]
-_TrainProcessIdOption = Annotated[
-    int | None,
-    typer.Option(
-        help="Several processes: this process's number, 0 to N-1 (0 writes the files).",
+    Option("num_processes", int, "Several processes: how many take part.", shown=False),
+    Option(
+        "process_id",
+        int,
+        "Several processes: this process's number, 0 to N-1 (0 writes the files).",
+        shown=False,
         metavar="I",
     ),
-]
-_TrainJoinTimeoutOption = Annotated[
-    float,
-    typer.Option(
-        help="Several processes: seconds to wait for all of them to join.",
+    Option(
+        "join_timeout",
+        float,
+        "Several processes: seconds to wait for all of them to join.",
+        default=_cluster.JOIN_SECONDS,
+        shown=True,
         metavar="SECONDS",
     ),
-]
+)
 
 
-@app.command()
 def train(
-    preset: _TrainPresetOption = None,
-    env: _TrainEnvOption = None,
-    out: _TrainOutOption = None,
-    seed: _TrainSeedOption = None,
-    seeds: _TrainSeedsOption = None,
-    resume: _TrainResumeOption = False,
-    iterations: _TrainIterationsOption = None,
-    eval_every: _TrainEvalEveryOption = None,
-    eval_games: _TrainEvalGamesOption = None,
-    eval_episodes: _TrainEvalEpisodesOption = None,
-    opponent: _TrainOpponentOption = None,
-    log_every: _TrainLogEveryOption = None,
-    log: _TrainLogOption = None,
-    quiet: _TrainQuietOption = False,
-    coordinator: _TrainCoordinatorOption = None,
-    num_processes: _TrainNumProcessesOption = None,
-    process_id: _TrainProcessIdOption = None,
-    join_timeout: _TrainJoinTimeoutOption = _cluster.JOIN_SECONDS,
+    *,
+    resume: bool,
+    out: Path | None,
+    coordinator: str | None,
+    num_processes: int | None,
+    process_id: int | None,
+    join_timeout: float,
+    quiet: bool,
+    **options,
 ) -> None:
     """Train an agent (AlphaZero, MuZero or PPO, by preset); writes config.json, metrics.jsonl,
     checkpoints and learning_curve.png into the run directory. Ctrl-C stops after saving a
@@ -329,22 +318,16 @@ def train(
     if others:  # process 0 reports for all
         quiet = True
         warnings.simplefilter("ignore", DamagedCheckpointWarning)
+    options = {name: value or None if isinstance(value, list) else value
+               for name, value in options.items()}  # fmt: skip
     try:
         runs.train(
             out,
-            preset=preset,
-            env=env,
-            seed=seed,
-            seeds=seeds,
             resume=resume,
-            iterations=iterations,
-            eval_every=eval_every,
-            eval_games=eval_games,
-            eval_episodes=eval_episodes,
-            opponents=opponent or None,
-            log_every=log_every,
-            log=log or (),
             quiet=quiet,
+            settings=options.pop("settings") or (),
+            log=options.pop("log") or (),
+            **options,
         )
     except runs.RunError as error:
         _fail(str(error))
@@ -356,112 +339,29 @@ def train(
         raise typer.Exit(130) from None
 
 
-_EvalRunOption = Annotated[
-    Path, typer.Option(help="Run directory written by azx train.", metavar="DIR")
-]
-_EvalOpponentOption = Annotated[
-    list[str] | None,
-    typer.Option(
-        help=(
-            "AlphaZero, MuZero: random, greedy, mcts:N (rollout MCTS), solver, OpenSpiel's "
-            "openspiel-mcts:N and openspiel-alphabeta:DEPTH; for backgammon pubeval and "
-            "gnubg[:LEVEL] (GNU Backgammon at 0 ply, LEVEL beginner to expert, the default; "
-            "pip install 'azx[gnubg]'); for 2048 expectimax[:DEPTH]; or run:DIR[@ITERATION] (a "
-            "checkpoint of this or another run of the same game, playing as --agent with "
-            "its own simulations; needs --opening-plies); repeatable."
-        ),
-        show_default="random",
-        metavar="SPEC",
+app.command("train")(_Command(train, "train"))
+
+
+_EVAL = (
+    Option(
+        "run", Path, "Run directory written by azx train.", default=..., shown=False, metavar="DIR"
     ),
-]
-_EvalGamesOption = Annotated[
-    int | None,
-    typer.Option(
-        min=2, metavar="N", help="AlphaZero, MuZero: games per opponent (even).", show_default="200"
-    ),
-]
-_EvalAgentOption = Annotated[
-    str | None,
-    typer.Option(
-        help="AlphaZero, MuZero: search (network + search) or network (policy argmax); "
-        "AlphaZero's backgammon also full-move (the value network rates the roll's whole "
-        "moves, averaged over the opponent's rolls: fast, no search).",
-        show_default="search",
-        metavar="KIND",
-    ),
-]
-_EvalSimulationsOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        metavar="N",
-        help="AlphaZero, MuZero: search simulations.",
-        show_default="the run's evaluation search's",
-    ),
-]
-_EvalEpisodesOption = Annotated[
-    int | None,
-    typer.Option(
-        min=1,
-        metavar="N",
-        help="PPO: episodes to play.",
-        show_default="the preset's",
-    ),
-]
-_EvalGreedyOption = Annotated[
-    bool | None,
-    typer.Option(
-        "--greedy/--sample",
-        help="PPO: play the policy's most likely action, or sample it.",
-        show_default="the preset's",
-    ),
-]
-_EvalOpeningPliesOption = Annotated[
-    int | None,
-    typer.Option(
-        min=0,
-        metavar="N",
-        help=(
-            "AlphaZero, MuZero: the first N plies of every game are random legal moves, for "
-            "varied games between agents that play deterministically."
-        ),
-        show_default="0",
-    ),
-]
-_EvalStepOption = Annotated[
-    int | None,
-    typer.Option(help="Checkpoint (iteration) to load.", show_default="the newest", metavar="N"),
-]
-_EvalSeedOption = Annotated[int, typer.Option(help="Seed of the evaluation games.", metavar="N")]
-_EvalJsonPathOption = Annotated[
-    Path | None,
-    typer.Option(
-        "--json",
-        help="Result file.",
-        show_default="RUN/evals/AGENT-ITERATION.json",
+    Option("step", int, "Checkpoint (iteration) to load.", shown="the newest", metavar="N"),
+    Option("seed", int, "Seed of the evaluation games.", default=0, shown=True),
+    Option(
+        "json_path",
+        Path,
+        "Result file.",
+        shown="RUN/evals/AGENT-ITERATION.json",
         metavar="FILE",
+        flag="--json",
     ),
-]
+)
 
 
-@app.command("eval")
-def evaluate(
-    run: _EvalRunOption,
-    opponent: _EvalOpponentOption = None,
-    games: _EvalGamesOption = None,
-    agent: _EvalAgentOption = None,
-    simulations: _EvalSimulationsOption = None,
-    episodes: _EvalEpisodesOption = None,
-    greedy: _EvalGreedyOption = None,
-    opening_plies: _EvalOpeningPliesOption = None,
-    step: _EvalStepOption = None,
-    seed: _EvalSeedOption = 0,
-    json_path: _EvalJsonPathOption = None,
-) -> None:
+def evaluate(*, run: Path, step: int | None, seed: int, json_path: Path | None, **given):
     """Evaluate a trained run. AlphaZero and MuZero: play baselines (W/D/L per colour, 95%
     intervals, Elo). PPO: the mean return of N episodes with its 95% interval."""
-    given = {"opponent": opponent, "games": games, "agent": agent, "simulations": simulations}
-    given |= {"opening_plies": opening_plies, "episodes": episodes, "greedy": greedy}
     # Every option is checked against the run's configuration before any checkpoint is
     # read (seconds, perhaps) and the evaluation starts (minutes, perhaps).
     try:
@@ -473,12 +373,16 @@ def evaluate(
     except runs.RunError as error:
         _fail(str(error))
     recipe = preset.recipe
+    given = {name: value or None if isinstance(value, list) else value
+             for name, value in given.items()}  # fmt: skip
+    own = {option.name for option in recipe.eval_options}
     for other in RECIPES.values():
-        flags = [_EVAL_FLAGS.get(name, "--" + name.replace("_", "-")) for name in other.eval_options
-                 if given[name] is not None and name not in recipe.eval_options]  # fmt: skip
+        flags = [
+            o.flags for o in other.eval_options if given[o.name] is not None and o.name not in own
+        ]
         if flags:
             _fail(f"{', '.join(flags)} applies to {other.name} runs; {run} is a {recipe.name} run")
-    options = {name: given[name] for name in recipe.eval_options}
+    options = {name: given[name] for name in own}
     try:
         judge = evaluator(recipe, preset.make_env())
         judge.check_eval(options)
@@ -508,8 +412,7 @@ def evaluate(
     typer.echo(f"wrote {path}")
 
 
-# `azx eval` options whose flag is not `--` + the name with dashes.
-_EVAL_FLAGS = {"greedy": "--greedy/--sample"}
+app.command("eval")(_Command(evaluate, "eval"))
 
 
 @app.command()

@@ -1,8 +1,5 @@
 """`FIELD=VALUE` changes to a preset, for the paired runs of the benchmarks."""
 
-import dataclasses
-import json
-
 import azx
 
 
@@ -19,24 +16,15 @@ def add_set_option(parser) -> None:
 
 
 def preset_with(name: str, settings: list[str]) -> azx.presets.Preset:
-    """The preset `name` with `FIELD=VALUE` changes (values read as JSON): a field of its
-    `Config` (`random_opening_moves=2`), `network.X` / `search.X` an option of its network
-    or search (`search.visit_count_target=true`), or one of the preset's own fields
-    `env`, `iterations`, `search`, `network`, `search_options`, `network_options`."""
+    """The preset `name` with `KEY=VALUE` changes, as `azx train --set` makes them
+    ([`azx.presets.Preset.changed`][]): a field of its config (`random_opening_moves=2`),
+    `network.X` / `search.X` an option of its network or search
+    (`search.visit_count_target=true`), or a field of the preset (`iterations=200`);
+    `env=NAME` another environment of the same kind."""
     preset = azx.presets.get(name)
-    for setting in settings:
-        field, equals, text = setting.partition("=")
-        if not equals:
-            raise SystemExit(f"--set takes FIELD=VALUE, got {setting!r}")
-        value = json.loads(text)
-        if field in ("env", "iterations", "search", "network", "search_options", "network_options"):
-            preset = preset.replace(**{field: value})
-        elif field.startswith(("network.", "search.")):
-            options_field = field.partition(".")[0] + "_options"
-            owner = preset if options_field == "network_options" else preset.recipe
-            options = getattr(owner, options_field) | {field.partition(".")[2]: value}
-            preset = preset.replace(**{options_field: options})
-        else:
-            config = dataclasses.replace(preset.config, **{field: value})
-            preset = dataclasses.replace(preset, config=config)
-    return preset
+    env = [s.partition("=")[2] for s in settings if s.startswith("env=")]
+    rest = [s for s in settings if not s.startswith("env=")]
+    try:
+        return preset.changed(env=env[-1] if env else None, settings=rest)
+    except ValueError as error:
+        raise SystemExit(f"--set: {error}") from None

@@ -133,8 +133,6 @@ class ReinforceRecipe(presets.AbstractPolicyRecipe):
     name: ClassVar[str] = "reinforce"
     config_class: ClassVar[type] = Config
     schedule: ClassVar[str | None] = None
-    train_options: ClassVar[dict[str, str]] = {"eval_episodes": "eval_episodes"}
-    eval_options: ClassVar[tuple[str, ...]] = ("episodes", "greedy")
     networks: ClassVar[tuple[str, ...]] = ("actor_critic",)
     field_types: ClassVar[dict[str, tuple[str, ...]]] = {"bool": ("eval_greedy",)}
 

@@ -15,7 +15,8 @@ from azx._recipes import RECIPES
 
 
 APPLICATION = ["cli.py", "_loop.py", "_rundir.py", "_report.py", "presets.py", "run.py"]
-APPLICATION += ["_recipes.py", "_evaluators.py", "_errors.py", "_cluster.py", "_play.py"]
+APPLICATION += ["_preset.py", "_recipes.py", "_evaluators.py", "_errors.py", "_cluster.py"]
+APPLICATION += ["_play.py"]
 ROOT = Path(azx.__file__).parent
 
 

@@ -109,10 +109,12 @@ def test_options_of_the_other_algorithm_are_refused(trained, tmp_path):
     assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
 
 
-def test_env_names_pick_the_ppo_preset(tmp_path):
+def test_env_of_another_kind_than_the_preset_is_refused(tmp_path):
     _one_line_error(
-        _azx("train", "--env", "gymnax:CartPole-v1", "--preset", "ppo_minigrid", "--out", tmp_path),
-        "does not match preset 'ppo_minigrid'",
+        _azx("train", "--env", "gymnax:Pendulum-v1", "--preset", "ppo_minigrid", "--out", tmp_path),
+        "--env",
+        "continuous",
+        "preset 'ppo_minigrid' trains 1-player with discrete actions",
     )
 
 
