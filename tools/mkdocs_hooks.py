@@ -14,7 +14,7 @@ _REPOSITORY_LINK = re.compile(
 
 def on_page_markdown(markdown, page, config, files):
     del files
-    markdown = on_page_markdown_options(markdown)
+    markdown = _with_option_tables(markdown)
     if page.file.src_uri.count("/"):
         return markdown  # only top-level pages link with one `../`
     base = config["repo_url"].rstrip("/") + "/blob/main/"
@@ -44,6 +44,6 @@ def _options_table(command: str) -> str:
     return "\n".join(rows)
 
 
-def on_page_markdown_options(markdown: str) -> str:
+def _with_option_tables(markdown: str) -> str:
     """Every `<!-- azx train options -->` (or `eval`) marker as that command's table."""
     return _OPTIONS_MARKER.sub(lambda match: _options_table(match.group(1)), markdown)
