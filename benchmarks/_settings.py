@@ -1,5 +1,7 @@
 """`FIELD=VALUE` changes to a preset, for the paired runs of the benchmarks."""
 
+import json
+
 import azx
 
 
@@ -25,6 +27,10 @@ def preset_with(name: str, settings: list[str]) -> azx.presets.Preset:
     env = [s.partition("=")[2] for s in settings if s.startswith("env=")]
     rest = [s for s in settings if not s.startswith("env=")]
     try:
-        return preset.changed(env=env[-1] if env else None, settings=rest)
+        env = json.loads(env[-1]) if env else None  # `env="NAME"`, as JSON
+    except json.JSONDecodeError:
+        env = env[-1]  # `env=NAME`
+    try:
+        return preset.changed(env=env, settings=rest)
     except ValueError as error:
         raise SystemExit(f"--set: {error}") from None

@@ -32,5 +32,5 @@ def test_each_kind_of_field_lands_in_its_place():
 
 
 def test_a_setting_without_a_value_is_refused():
-    with pytest.raises(SystemExit, match="FIELD=VALUE, got 'iterations'"):
+    with pytest.raises(SystemExit, match="'iterations' must be KEY=VALUE"):
         preset_with("ppo_breakout", ["iterations"])
