@@ -54,16 +54,6 @@ class AbstractSelfPlayMetrics(eqx.Module):
 Metrics = TypeVar("Metrics", bound=AbstractSelfPlayMetrics)
 
 
-def zero_metrics(metrics_type: type[Metrics]) -> Metrics:
-    """`metrics_type` with every field zero, as before the first step: `int32` for the
-    fields declared `Int` (counts), `float32` for the rest."""
-
-    def zero(field: dataclasses.Field) -> Array:
-        return jnp.int32(0) if field.type.dtype is Int else jnp.float32(0.0)
-
-    return metrics_type(**{field.name: zero(field) for field in dataclasses.fields(metrics_type)})
-
-
 def record_learning(metrics: Metrics, parts: Any) -> Metrics:
     """`metrics` with the learner's `train_steps` updates recorded: each field of `parts`
     (sums over each update's examples, stacked over the updates, with their `count`) gives

@@ -6,6 +6,7 @@ any implementation without knowing which one it is.
 """
 
 import abc
+import dataclasses
 from typing import Any, ClassVar, Generic, TypeVar
 
 import equinox as eqx
@@ -143,6 +144,20 @@ class AbstractTrainer(eqx.Module, Generic[State]):
         if self.axis_name is None:
             return jnp.int32(0)
         return (jax.lax.axis_index(self.axis_name) * rows).astype(jnp.int32)
+
+
+Metrics = TypeVar("Metrics", bound=eqx.Module)
+
+
+def zero_metrics(metrics_type: type[Metrics]) -> Metrics:
+    """`metrics_type` (a trainer's `Metrics`: scalar fields, each declared `Int` or
+    `Float`) with every field zero, as before the first step: `int32` for the fields
+    declared `Int` (counts), `float32` for the rest."""
+
+    def zero(field: dataclasses.Field) -> Array:
+        return jnp.int32(0) if field.type.dtype is Int else jnp.float32(0.0)
+
+    return metrics_type(**{field.name: zero(field) for field in dataclasses.fields(metrics_type)})
 
 
 def row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKeys:

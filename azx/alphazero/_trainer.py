@@ -8,7 +8,7 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from .. import _selfplay
 from .._numerics import third_party_numerics
-from .._trainer import AbstractTrainer, SymmetryDraw, default_optimiser, row_keys
+from .._trainer import AbstractTrainer, SymmetryDraw, default_optimiser, row_keys, zero_metrics
 from .._types import EnvState, PRNGKey
 from ..buffer import Batch, BufferState, Experience, ReplayBuffer
 from ..envs import AbstractEnv
@@ -222,7 +222,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             episode_return=jnp.zeros(rows, jnp.float32),
             episode_length=jnp.zeros(rows, jnp.int32),
             iteration=jnp.int32(0),
-            metrics=_selfplay.zero_metrics(Metrics),
+            metrics=zero_metrics(Metrics),
             key=key,
             past_params=(
                 jax.tree.map(lambda p: jnp.stack([p] * self.config.past_opponents), params)

@@ -8,7 +8,14 @@ from jaxtyping import Array, Float, Int, PyTree
 
 from .. import _selfplay
 from .._numerics import third_party_numerics
-from .._trainer import AbstractTrainer, SymmetryDraw, default_optimiser, row_keys, rows_of
+from .._trainer import (
+    AbstractTrainer,
+    SymmetryDraw,
+    default_optimiser,
+    row_keys,
+    rows_of,
+    zero_metrics,
+)
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
 from ..envs._mover import mover_reward_and_discount
@@ -192,7 +199,7 @@ class MuZero(AbstractTrainer[TrainState]):
             episode_return=jnp.zeros(rows, jnp.float32),
             episode_length=jnp.zeros(rows, jnp.int32),
             iteration=jnp.int32(0),
-            metrics=_selfplay.zero_metrics(Metrics),
+            metrics=zero_metrics(Metrics),
             key=key,
             net_static=net_static,
         )
