@@ -4,6 +4,8 @@ below the root, and the root's Gumbel-top-k draw with sequential halving.
 With the loop in `azx.search._simulate`, this is all of Gumbel.
 """
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -267,6 +269,10 @@ class SequentialHalving(AbstractRootPolicy):
             improved = jnp.where(legal, logits + completed, ILLEGAL_LOGIT)
             policy_target = jax.nn.softmax(improved, axis=-1)
         return action, policy_target
+
+    def without_exploration(self) -> "SequentialHalving":
+        """Sequential halving without Gumbel noise (`gumbel_scale` 0): deterministic."""
+        return dataclasses.replace(self, gumbel_scale=0.0)
 
 
 def considered_visits_table(max_num_considered_actions: int, num_simulations: int) -> list:

@@ -29,6 +29,7 @@ against.
 """
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -142,6 +143,14 @@ class AbstractRootPolicy(eqx.Module):
     ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"]]:
         """Each row's action and policy target, from the tree after the simulations and
         each root action's visits in this search (counted only with a root selection)."""
+
+    @abc.abstractmethod
+    def without_exploration(self) -> "AbstractRootPolicy":
+        """This root policy with its exploration switched off (no noise, no sampled
+        action): what [`azx.search.AbstractSearch.without_exploration`][] plays with.
+
+        **Raises:** `ValueError` for a root policy that cannot play without exploring.
+        """
 
 
 class AbstractNativeSearch(AbstractSearch):
@@ -269,6 +278,10 @@ class AbstractNativeSearch(AbstractSearch):
             root_value=tree.value[:, ROOT_INDEX],
             tree=tree,
         )
+
+    def without_exploration(self) -> "AbstractNativeSearch":
+        """The same search with its root policy's exploration switched off."""
+        return dataclasses.replace(self, root_policy=self.root_policy.without_exploration())
 
 
 class FollowChance(AbstractSelectionRule):
