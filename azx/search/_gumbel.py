@@ -24,7 +24,7 @@ from ._simulate import (
     masked_best,
     prior_probabilities,
 )
-from ._tree import ROOT_INDEX, Node, Tree
+from ._tree import ROOT_INDEX, Node, QRange, Tree
 
 
 def completed_q(
@@ -226,7 +226,12 @@ class SequentialHalving(AbstractRootPolicy):
                 table, schedule, num_legal, num_considered, tree, search.num_simulations
             )
 
-        def select(tree, index, search_visits, q_range):
+        def select(
+            tree: Tree,
+            index: Int[Array, ""],
+            search_visits: Int[Array, "batch num_actions"],
+            q_range: QRange,
+        ) -> Int[Array, " batch"]:
             considered = jax.lax.dynamic_index_in_dim(schedule, index, axis=1, keepdims=False)
 
             def choose(completed):

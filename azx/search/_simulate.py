@@ -49,6 +49,7 @@ from ._tree import (
     ROOT_INDEX,
     UNVISITED,
     Node,
+    QRange,
     Tree,
     empty_tree,
     keep_subtree,
@@ -65,7 +66,7 @@ class AbstractQTransform(eqx.Module):
     loop computes once per simulation (`range`), or by each node's own values (no range)."""
 
     @abc.abstractmethod
-    def range(self, tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " batch"]] | None:
+    def range(self, tree: Tree) -> QRange:
         """Each tree's low and high Q for this simulation, or None to scale by each node's
         own value and its children's Q."""
 
@@ -102,10 +103,10 @@ class AbstractSelectionRule(eqx.Module):
 
 
 #: A root selection (Gumbel's sequential halving): from the tree, the simulation's index,
-#: each root action's visits in this search so far and the Q range (or None), each row's
-#: action at the root.
+#: each root action's visits in this search so far and the Q range, each row's action at
+#: the root.
 RootSelect = Callable[
-    [Tree, Int[Array, ""], Int[Array, "batch num_actions"], Any], Int[Array, " batch"]
+    [Tree, Int[Array, ""], Int[Array, "batch num_actions"], QRange], Int[Array, " batch"]
 ]
 
 
@@ -118,7 +119,7 @@ class RootPlan(NamedTuple):
     """The root's own selection, or None to select there with the search's rule."""
     search_key: PRNGKeys
     """One key per row for the simulations."""
-    memo: Any
+    memo: PyTree[Array]
     """Whatever `decide` needs of the set-up (noise, keys)."""
 
 
@@ -508,7 +509,7 @@ class ReferenceBackend(AbstractBackend):
         self,
         tree: Tree,
         rule: AbstractSelectionRule,
-        q_range: Any,
+        q_range: QRange,
         max_depth: int,
         root: RootEdge,
         path: Int[Array, "batch columns"],
