@@ -1,6 +1,6 @@
-"""Self-play with search, as AlphaZero and MuZero share it: the keys of a move, the games'
-bookkeeping after it, the metrics both report, and the minibatch drawn row by row from a
-replay.
+"""Self-play with search, as AlphaZero and MuZero share it: the scan of moves, the keys of a
+move, its random moves, the games' bookkeeping after it, the metrics both report, and the
+minibatch drawn row by row from a replay.
 
 Each trainer keeps what is its own: how it searches, what it stores of a move, and how it
 learns. Their `Metrics` and `TrainState` declare their fields in their own order (what
@@ -17,7 +17,14 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Int, PyTree
 
-from ._trainer import AbstractTrainState, mean_over_updates, row_keys, select_rows
+from ._trainer import (
+    AbstractTrainer,
+    AbstractTrainState,
+    mean_over_updates,
+    row_keys,
+    rows_of,
+    select_rows,
+)
 from ._types import EnvState, PRNGKey, PRNGKeys
 from .envs import AbstractEnv
 
@@ -45,16 +52,6 @@ class AbstractSelfPlayMetrics(eqx.Module):
 
 
 Metrics = TypeVar("Metrics", bound=AbstractSelfPlayMetrics)
-
-
-def zero_metrics(metrics_type: type[Metrics]) -> Metrics:
-    """`metrics_type` with every field zero, as before the first step: `int32` for the
-    fields declared `Int` (counts), `float32` for the rest."""
-
-    def zero(field: dataclasses.Field) -> Array:
-        return jnp.int32(0) if field.type.dtype is Int else jnp.float32(0.0)
-
-    return metrics_type(**{field.name: zero(field) for field in dataclasses.fields(metrics_type)})
 
 
 def record_learning(metrics: Metrics, parts: Any) -> Metrics:
@@ -85,7 +82,7 @@ class AbstractSelfPlayState(AbstractTrainState):
 State = TypeVar("State", bound=AbstractSelfPlayState)
 
 #: Per move: games ended, their summed return, their summed length, the summed root value
-#: (what `AbstractTrainer.play_moves` adds up into the metrics).
+#: (what `play_moves` adds up into the metrics).
 Finished = tuple[Int[Array, ""], Float[Array, ""], Int[Array, ""], Float[Array, ""]]
 
 
@@ -94,6 +91,75 @@ def move_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> tuple[PRNGK
     search, for the environment's step, and for restarting the game and random moves."""
     keys = jax.vmap(lambda k: jax.random.split(k, 3))(row_keys(key, first_row, rows))
     return keys[:, 0], keys[:, 1], keys[:, 2]
+
+
+def play_moves(
+    trainer: AbstractTrainer,
+    move: Callable[[State, PRNGKey, Int[Array, ""]], tuple[State, Finished]],
+    state: State,
+    key: PRNGKey,
+    num_moves: int,
+) -> State:
+    """`num_moves` self-play moves of `trainer`, `move(state, key, first_row) -> (state,
+    finished)` each under `fold_in(key, index)`, in one `lax.scan`; `finished` (see
+    `Finished`) added up over the moves and the shards into `state.metrics`: `episodes`,
+    the means `episode_return` and `episode_length` over those games (0 when none ended),
+    and `root_value`, the mean over every move of every row."""
+    first_row = trainer.first_row(rows_of(state))
+
+    def play(state, index):
+        return move(state, jax.random.fold_in(key, index), first_row)
+
+    state, finished = jax.lax.scan(play, state, jnp.arange(num_moves))
+    episodes, return_sum, length_sum, root_sum = (
+        trainer.sum_over_shards(jnp.sum(x)) for x in finished
+    )
+    finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
+    moves = trainer.num_envs * num_moves
+    return eqx.tree_at(
+        lambda s: (
+            s.metrics.episodes,
+            s.metrics.episode_return,
+            s.metrics.episode_length,
+            s.metrics.root_value,
+        ),
+        state,
+        (
+            episodes.astype(jnp.int32),
+            return_sum / finished_games,
+            length_sum.astype(jnp.float32) / finished_games,
+            root_sum / moves,
+        ),
+    )
+
+
+def random_moves(
+    env: AbstractEnv,
+    env_state: EnvState,
+    action: Int[Array, " rows"],
+    episode_length: Int[Array, " rows"],
+    keys: PRNGKeys,
+    *,
+    opening_moves: int,
+    probability: float,
+) -> Int[Array, " rows"]:
+    """Self-play's `action` per row, replaced by a uniformly random legal move for the first
+    `opening_moves` moves of every game and, after them, with `probability` (the
+    trainers' `random_opening_moves` and `random_move_probability`). `keys`: one per row;
+    the draws use streams folded from them, apart from what else they key, so that with
+    both settings 0 nothing changes."""
+    if not (opening_moves or probability):
+        return action
+    opening_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
+    legal = jax.vmap(env.legal_action_mask)(env_state)
+    noise = jax.vmap(lambda k: jax.random.uniform(k, legal.shape[1:]))(opening_keys)
+    random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(action.dtype)
+    random_move = episode_length < opening_moves
+    if probability:
+        coin_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
+        coin = jax.vmap(jax.random.uniform)(coin_keys)
+        random_move |= coin < probability
+    return jnp.where(random_move, random_action, action)
 
 
 def end_move(

@@ -6,6 +6,7 @@ any implementation without knowing which one it is.
 """
 
 import abc
+import dataclasses
 from typing import Any, ClassVar, Generic, TypeVar
 
 import equinox as eqx
@@ -16,7 +17,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
 
 from ._numerics import third_party_numerics
-from ._types import EnvState, PRNGKey, PRNGKeys
+from ._types import PRNGKey, PRNGKeys
 from .envs import AbstractEnv
 
 
@@ -138,45 +139,25 @@ class AbstractTrainer(eqx.Module, Generic[State]):
             (params, opt_state),
         )
 
-    def play_moves(self, move, state: State, key: PRNGKey, num_moves: int) -> State:
-        """`num_moves` self-play moves, `move(state, key, first_row) -> (state, finished)`
-        each under `fold_in(key, index)`, in one `lax.scan`; `finished` (per move: games
-        ended, their summed return, their summed length, the summed root value) added up
-        over the moves and the shards into `state.metrics`: `episodes`, the means
-        `episode_return` and `episode_length` over those games (0 when none ended), and
-        `root_value`, the mean over every move of every row."""
-        first_row = self.first_row(rows_of(state))
-
-        def play(state, index):
-            return move(state, jax.random.fold_in(key, index), first_row)
-
-        state, finished = jax.lax.scan(play, state, jnp.arange(num_moves))
-        episodes, return_sum, length_sum, root_sum = (
-            self.sum_over_shards(jnp.sum(x)) for x in finished
-        )
-        finished_games = jnp.maximum(episodes, 1).astype(jnp.float32)
-        moves = self.num_envs * num_moves
-        return eqx.tree_at(
-            lambda s: (
-                s.metrics.episodes,
-                s.metrics.episode_return,
-                s.metrics.episode_length,
-                s.metrics.root_value,
-            ),
-            state,
-            (
-                episodes.astype(jnp.int32),
-                return_sum / finished_games,
-                length_sum.astype(jnp.float32) / finished_games,
-                root_sum / moves,
-            ),
-        )
-
     def first_row(self, rows: int) -> Int[Array, ""]:
         """Global index of this shard's first row, for a shard of `rows` rows."""
         if self.axis_name is None:
             return jnp.int32(0)
         return (jax.lax.axis_index(self.axis_name) * rows).astype(jnp.int32)
+
+
+Metrics = TypeVar("Metrics", bound=eqx.Module)
+
+
+def zero_metrics(metrics_type: type[Metrics]) -> Metrics:
+    """`metrics_type` (a trainer's `Metrics`: scalar fields, each declared `Int` or
+    `Float`) with every field zero, as before the first step: `int32` for the fields
+    declared `Int` (counts), `float32` for the rest."""
+
+    def zero(field: dataclasses.Field) -> Array:
+        return jnp.int32(0) if field.type.dtype is Int else jnp.float32(0.0)
+
+    return metrics_type(**{field.name: zero(field) for field in dataclasses.fields(metrics_type)})
 
 
 def row_keys(key: PRNGKey, first_row: Int[Array, ""], rows: int) -> PRNGKeys:
@@ -229,35 +210,6 @@ def select_rows(mask: Bool[Array, "*rows"], new: PyTree[Array], old: PyTree[Arra
         return jnp.where(jnp.reshape(mask, mask.shape + (1,) * (a.ndim - mask.ndim)), a, b)
 
     return jax.tree.map(pick, new, old)
-
-
-def random_moves(
-    env: AbstractEnv,
-    env_state: EnvState,
-    action: Int[Array, " rows"],
-    episode_length: Int[Array, " rows"],
-    keys: PRNGKeys,
-    *,
-    opening_moves: int,
-    probability: float,
-) -> Int[Array, " rows"]:
-    """Self-play's `action` per row, replaced by a uniformly random legal move for the first
-    `opening_moves` moves of every game and, after them, with `probability` (the
-    trainers' `random_opening_moves` and `random_move_probability`). `keys`: one per row;
-    the draws use streams folded from them, apart from what else they key, so that with
-    both settings 0 nothing changes."""
-    if not (opening_moves or probability):
-        return action
-    opening_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(keys)
-    legal = jax.vmap(env.legal_action_mask)(env_state)
-    noise = jax.vmap(lambda k: jax.random.uniform(k, legal.shape[1:]))(opening_keys)
-    random_action = jnp.argmax(jnp.where(legal, noise, -1.0), axis=-1).astype(action.dtype)
-    random_move = episode_length < opening_moves
-    if probability:
-        coin_keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(keys)
-        coin = jax.vmap(jax.random.uniform)(coin_keys)
-        random_move |= coin < probability
-    return jnp.where(random_move, random_action, action)
 
 
 class SymmetryDraw(eqx.Module):

@@ -192,6 +192,36 @@ def test_parts_of_the_wrong_kind_are_refused(build, message):
         build()
 
 
+# The options of `make` that switch each search's exploration off (what evaluations used
+# to spell out by the search's name): `without_exploration` must build the same search.
+_EXPLORATION_OFF = {
+    "puct": {"temperature": 0.0, "dirichlet_fraction": 0.0},
+    "gumbel": {"gumbel_scale": 0.0},
+}
+_SEARCH_OPTIONS = {
+    "puct": {"temperature": 1.5, "dirichlet_fraction": 0.5, "dirichlet_alpha": 0.1, "c_init": 2.0},
+    "gumbel": {"gumbel_scale": 0.7, "max_num_considered_actions": 4, "value_scale": 0.2},
+}
+
+
+@pytest.mark.parametrize("backend", ["native", "mctx"])
+@pytest.mark.parametrize("algo", ["puct", "gumbel"])
+def test_without_exploration_is_the_search_made_with_exploration_off(algo, backend):
+    options = dict(_SEARCH_OPTIONS[algo], qtransform=QByTree(), gamma=0.9, max_depth=5)
+    if backend == "native":
+        options |= {"reuse_tree": True, "capacity": 40}
+    search = make(algo, 12, backend=backend, **options)
+    greedy = make(algo, 12, backend=backend, **(options | _EXPLORATION_OFF[algo]))
+    off = search.without_exploration()
+    assert type(off) is type(greedy)
+    assert jax.tree.structure(off) == jax.tree.structure(greedy)  # the static settings
+    assert {f.name: getattr(off, f.name) for f in dataclasses.fields(off)} == {
+        f.name: getattr(greedy, f.name) for f in dataclasses.fields(greedy)
+    }
+    assert off.without_exploration() == off
+    assert search.root_policy != off.root_policy  # the options above do explore
+
+
 # The default run checks the chance game; the slow tier adds the boards, go's the largest.
 @pytest.mark.parametrize(
     "game",

@@ -3,8 +3,8 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Float
 
+from .._numerics import ILLEGAL_LOGIT
 from ..buffer import Batch
-from ..search import ILLEGAL_LOGIT
 
 
 class LossMetrics(eqx.Module):

@@ -6,17 +6,9 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
+from .. import _selfplay
 from .._numerics import third_party_numerics
-from .._selfplay import (
-    AbstractSelfPlayMetrics,
-    AbstractSelfPlayState,
-    end_move,
-    move_keys,
-    record_learning,
-    sample_by_row,
-    zero_metrics,
-)
-from .._trainer import AbstractTrainer, SymmetryDraw, default_optimiser, random_moves, row_keys
+from .._trainer import AbstractTrainer, SymmetryDraw, default_optimiser, row_keys, zero_metrics
 from .._types import EnvState, PRNGKey
 from ..buffer import Batch, BufferState, Experience, ReplayBuffer
 from ..envs import AbstractEnv
@@ -31,7 +23,7 @@ _MOVE_STREAM = 2**31 - 1
 _PAST_STREAM = 2**31 - 2
 
 
-class Metrics(AbstractSelfPlayMetrics):
+class Metrics(_selfplay.AbstractSelfPlayMetrics):
     """What the last `step` measured. Means are over all games / positions (all shards)."""
 
     loss: Float[Array, ""]
@@ -55,7 +47,7 @@ class Metrics(AbstractSelfPlayMetrics):
     """Positions in the buffer with a known value target."""
 
 
-class TrainState(AbstractSelfPlayState):
+class TrainState(_selfplay.AbstractSelfPlayState):
     """Everything that changes during training; every leaf is an array.
 
     Being arrays only, it is a valid `jax.lax.scan` carry and checkpoints as it is. Rows of
@@ -244,7 +236,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
 
     def _self_play_move(self, state: TrainState, key: PRNGKey, first_row):
         env, rows = self.env, state.episode_return.shape[0]
-        search_keys, step_keys, reset_keys = move_keys(key, first_row, rows)
+        search_keys, step_keys, reset_keys = _selfplay.move_keys(key, first_row, rows)
         out, full_search = self._search(state, key, search_keys)
         action = out.action
         best = jnp.argmax(out.policy_target, axis=-1).astype(action.dtype)
@@ -264,7 +256,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             action = jnp.where(past_moves, past_action, action)
             policy_target = jnp.where(past_moves[:, None], 0.0, policy_target)
             root_value = jnp.where(past_moves, past_root_value, root_value)
-        action = random_moves(
+        action = _selfplay.random_moves(
             env,
             state.env_state,
             action,
@@ -308,7 +300,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
                 ),
             ),
         )
-        return end_move(env, state, next_state, done, reset_keys, root_value)
+        return _selfplay.end_move(env, state, next_state, done, reset_keys, root_value)
 
     def _search(self, state: TrainState, key: PRNGKey, search_keys):
         """The move's search over all rows, and with playout-cap randomisation whether it
@@ -392,7 +384,7 @@ class AlphaZero(AbstractTrainer[TrainState]):
             one_row = jax.tree.map(lambda x: x[None], row_buffer)
             return self.buffer.sample(one_row, key=row_key, batch_size=per_row)
 
-        return sample_by_row(sample_row, buffer, key, first_row)
+        return _selfplay.sample_by_row(sample_row, buffer, key, first_row)
 
     def _augment(self, batch: Batch, key: PRNGKey, first_row) -> Batch:
         """Each position transformed by a board symmetry drawn uniformly (per game row,
@@ -444,7 +436,9 @@ class AlphaZero(AbstractTrainer[TrainState]):
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the buffer; games
         that end are restarted. Sets the self-play fields of `state.metrics`."""
-        state = self.play_moves(self._self_play_move, state, key, self.config.collect_steps)
+        state = _selfplay.play_moves(
+            self, self._self_play_move, state, key, self.config.collect_steps
+        )
         positions = self.sum_over_shards(self.buffer.num_valid(state.buffer))
         return eqx.tree_at(lambda s: s.metrics.buffer_positions, state, positions)
 
@@ -457,7 +451,9 @@ class AlphaZero(AbstractTrainer[TrainState]):
             return self._learn(state, jax.random.fold_in(key, index), first_row)
 
         state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
-        return eqx.tree_at(lambda s: s.metrics, state, record_learning(state.metrics, parts))
+        return eqx.tree_at(
+            lambda s: s.metrics, state, _selfplay.record_learning(state.metrics, parts)
+        )
 
     def step(self, state: TrainState, key: PRNGKey) -> TrainState:
         """One training iteration: `self_play` (`collect_steps` moves in every game), then

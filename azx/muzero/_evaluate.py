@@ -1,29 +1,20 @@
 """Episodes played by a trained MuZero: the search over the learned model, noise off."""
 
-import dataclasses
-
 import jax
 
 from .._episodes import EvaluationResult, play_episodes
 from .._types import PRNGKey
 from .._validate import check_positive_int
-from ..search import PUCTRoot, SequentialHalving
+from ..search import AbstractSearch
 from ._model import search_states
 from ._trainer import MuZero
 
 
-def greedy_search(trainer: MuZero):
-    """The trainer's search with its exploration switched off: the most visited action
-    (PUCT, no root noise) or noise-free sequential halving (Gumbel)."""
-    search = trainer.search
-    root = search.root_policy
-    if isinstance(root, PUCTRoot):
-        greedy = dataclasses.replace(root, temperature=0.0, dirichlet_fraction=0.0)
-    elif isinstance(root, SequentialHalving):
-        greedy = dataclasses.replace(root, gumbel_scale=0.0)
-    else:
-        raise ValueError(f"unknown root policy {root!r}")
-    return dataclasses.replace(search, root_policy=greedy)
+def greedy_search(trainer: MuZero) -> AbstractSearch:
+    """The trainer's search with its exploration switched off
+    ([`azx.search.AbstractSearch.without_exploration`][]): the most visited action (PUCT,
+    no root noise) or noise-free sequential halving (Gumbel)."""
+    return trainer.search.without_exploration()
 
 
 def evaluate(

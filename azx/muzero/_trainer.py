@@ -6,23 +6,15 @@ import jax.numpy as jnp
 import optax
 from jaxtyping import Array, Float, Int, PyTree
 
+from .. import _selfplay
 from .._numerics import third_party_numerics
-from .._selfplay import (
-    AbstractSelfPlayMetrics,
-    AbstractSelfPlayState,
-    end_move,
-    move_keys,
-    record_learning,
-    sample_by_row,
-    zero_metrics,
-)
 from .._trainer import (
     AbstractTrainer,
     SymmetryDraw,
     default_optimiser,
-    random_moves,
     row_keys,
     rows_of,
+    zero_metrics,
 )
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
@@ -35,7 +27,7 @@ from ._nets import ConsistencyHead, MuZeroNet
 from ._replay import ReplayState, SegmentReplay, Step
 
 
-class Metrics(AbstractSelfPlayMetrics):
+class Metrics(_selfplay.AbstractSelfPlayMetrics):
     """What the last `step` measured. Means are over all games / segments (all shards)."""
 
     loss: Float[Array, ""]
@@ -59,7 +51,7 @@ class Metrics(AbstractSelfPlayMetrics):
     """Steps in the replay that can start a segment."""
 
 
-class TrainState(AbstractSelfPlayState):
+class TrainState(_selfplay.AbstractSelfPlayState):
     """Everything that changes during MuZero training; every leaf is an array. Rows of
     `env_state`, `replay`, `episode_return` and `episode_length` are the games (sharded
     over devices by [`azx.parallel`][]); the rest is replicated. No search tree is kept:
@@ -218,10 +210,10 @@ class MuZero(AbstractTrainer[TrainState]):
 
     def _move(self, state: TrainState, key: PRNGKey, first_row):
         env, rows = self.env, rows_of(state)
-        search_keys, step_keys, reset_keys = move_keys(key, first_row, rows)
+        search_keys, step_keys, reset_keys = _selfplay.move_keys(key, first_row, rows)
         observation = jax.vmap(env.observation)(state.env_state)
         out = search_states(self.search, state.net, env, state.env_state, key=search_keys)
-        action = random_moves(
+        action = _selfplay.random_moves(
             env,
             state.env_state,
             out.action,
@@ -249,12 +241,12 @@ class MuZero(AbstractTrainer[TrainState]):
         )
         state = eqx.tree_at(lambda s: s.replay, state, self.replay.add(state.replay, step))
         done = terminated | truncated
-        return end_move(env, state, next_state, done, reset_keys, out.root_value)
+        return _selfplay.end_move(env, state, next_state, done, reset_keys, out.root_value)
 
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the replay; games
         that end are restarted. Sets the self-play fields of `state.metrics`."""
-        state = self.play_moves(self._move, state, key, self.config.collect_steps)
+        state = _selfplay.play_moves(self, self._move, state, key, self.config.collect_steps)
         segments = jnp.sum(self.replay.sampleable(state.replay), dtype=jnp.int32)
         return eqx.tree_at(
             lambda s: s.metrics.replay_segments, state, self.sum_over_shards(segments)
@@ -314,7 +306,7 @@ class MuZero(AbstractTrainer[TrainState]):
         def sample(row_replay, row_key):
             return self.replay.sample_row(row_replay, key=row_key, batch_size=per_row)
 
-        targets, observation, valid = sample_by_row(sample, state.replay, key, first_row)
+        targets, observation, valid = _selfplay.sample_by_row(sample, state.replay, key, first_row)
         if self.config.augment_symmetries:
             # Its own key stream, so that runs without augmentation are unchanged.
             draw = SymmetryDraw.make(
@@ -364,7 +356,9 @@ class MuZero(AbstractTrainer[TrainState]):
             return self._learn(state, jax.random.fold_in(key, index), first_row)
 
         state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
-        return eqx.tree_at(lambda s: s.metrics, state, record_learning(state.metrics, parts))
+        return eqx.tree_at(
+            lambda s: s.metrics, state, _selfplay.record_learning(state.metrics, parts)
+        )
 
     def step(self, state: TrainState, key: PRNGKey) -> TrainState:
         """One training iteration: `self_play`, `reanalyse` (when switched on), then

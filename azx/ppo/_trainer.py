@@ -7,7 +7,7 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
 
 from .._numerics import third_party_numerics
-from .._trainer import AbstractTrainer, AbstractTrainState, row_keys, select_rows
+from .._trainer import AbstractTrainer, AbstractTrainState, row_keys, select_rows, zero_metrics
 from .._types import EnvState, PRNGKey, PRNGKeys
 from ..envs import AbstractEnv
 from ..nets import ActorCritic, RecurrentInput
@@ -50,23 +50,6 @@ class Metrics(eqx.Module):
     """Mean undiscounted return of those episodes (0 when none ended)."""
     episode_length: Float[Array, ""]
     """Mean length of those episodes, in steps (0 when none ended)."""
-
-
-def _zero_metrics() -> Metrics:
-    zero = jnp.float32(0.0)
-    return Metrics(
-        loss=zero,
-        policy_loss=zero,
-        value_loss=zero,
-        entropy=zero,
-        approx_kl=zero,
-        clip_fraction=zero,
-        explained_variance=zero,
-        learning_rate=zero,
-        episodes=jnp.int32(0),
-        episode_return=zero,
-        episode_length=zero,
-    )
 
 
 class TrainState(AbstractTrainState):
@@ -331,7 +314,7 @@ class PPO(AbstractTrainer[TrainState]):
             episode_length=jnp.zeros(rows, jnp.int32),
             observation_stats=initial_stats(self.env.observation_shape),
             iteration=jnp.int32(0),
-            metrics=_zero_metrics(),
+            metrics=zero_metrics(Metrics),
             key=key,
             net_static=net_static,
         )

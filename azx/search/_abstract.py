@@ -113,6 +113,17 @@ class AbstractSearch(eqx.Module):
         keep the subtree for what happened; searches without chance nodes ignore it.
         """
 
+    @abc.abstractmethod
+    def without_exploration(self) -> "AbstractSearch":
+        """The same search with its exploration switched off, for evaluation: every
+        setting and part as it is, except that the root adds no noise and plays its best
+        move (PUCT: `temperature` and `dirichlet_fraction` 0; Gumbel: `gumbel_scale` 0).
+        A search that does not explore returns itself.
+
+        **Raises:** `ValueError` for a search that cannot play without exploring, naming
+        it (what an evaluation that asks for a greedy player reports).
+        """
+
     def plans_chance(self, env: AbstractEnv) -> bool:
         """Whether this search plans over `env`'s chance outcomes with chance nodes."""
         return self.chance_nodes and isinstance(env, AbstractChanceEnv)

@@ -34,7 +34,7 @@ from ._store import (
     staging_buffers,
     store_state,
 )
-from ._tree import Tree
+from ._tree import QRange, Tree
 
 
 #: With row loops, the lockstep descent stops once at most `batch_size // ROW_FINISH` rows
@@ -65,7 +65,7 @@ class AbstractBackend(eqx.Module):
         self,
         tree: Tree,
         rule: Any,
-        q_range: Any,
+        q_range: QRange,
         max_depth: int,
         root: RootEdge,
         path: Int[Array, "batch columns"],

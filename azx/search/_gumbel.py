@@ -4,6 +4,8 @@ below the root, and the root's Gumbel-top-k draw with sequential halving.
 With the loop in `azx.search._simulate`, this is all of Gumbel.
 """
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -22,7 +24,7 @@ from ._simulate import (
     masked_best,
     prior_probabilities,
 )
-from ._tree import ROOT_INDEX, Node, Tree
+from ._tree import ROOT_INDEX, Node, QRange, Tree
 
 
 def completed_q(
@@ -224,7 +226,12 @@ class SequentialHalving(AbstractRootPolicy):
                 table, schedule, num_legal, num_considered, tree, search.num_simulations
             )
 
-        def select(tree, index, search_visits, q_range):
+        def select(
+            tree: Tree,
+            index: Int[Array, ""],
+            search_visits: Int[Array, "batch num_actions"],
+            q_range: QRange,
+        ) -> Int[Array, " batch"]:
             considered = jax.lax.dynamic_index_in_dim(schedule, index, axis=1, keepdims=False)
 
             def choose(completed):
@@ -267,6 +274,10 @@ class SequentialHalving(AbstractRootPolicy):
             improved = jnp.where(legal, logits + completed, ILLEGAL_LOGIT)
             policy_target = jax.nn.softmax(improved, axis=-1)
         return action, policy_target
+
+    def without_exploration(self) -> "SequentialHalving":
+        """Sequential halving without Gumbel noise (`gumbel_scale` 0): deterministic."""
+        return dataclasses.replace(self, gumbel_scale=0.0)
 
 
 def considered_visits_table(max_num_considered_actions: int, num_simulations: int) -> list:

@@ -17,6 +17,7 @@ from ._tree import (
     VALUE,
     VISITS,
     Node,
+    QRange,
     Tree,
     flat,
     take,
@@ -46,7 +47,7 @@ def path_buffer(batch_size: int, max_depth: int) -> Int[Array, "batch columns"]:
 def descend(
     tree: Tree,
     select: Select,
-    tree_range,
+    tree_range: QRange,
     max_depth: int,
     root: tuple[Int[Array, " batch"], Bool[Array, " batch"]] | None,
     path: Int[Array, "batch columns"],

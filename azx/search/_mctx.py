@@ -2,6 +2,7 @@
 expose their chance, `mctx.stochastic_muzero_policy`, behind AbstractSearch."""
 
 import abc
+import dataclasses
 import functools
 from typing import Any, ClassVar
 
@@ -255,6 +256,10 @@ class AbstractMctxSearch(AbstractSearch):
             state,
             key,
         )
+
+    def without_exploration(self) -> "AbstractMctxSearch":
+        """The same search with its root policy's exploration switched off."""
+        return dataclasses.replace(self, root_policy=self.root_policy.without_exploration())
 
     def advance(
         self,

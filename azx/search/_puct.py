@@ -4,6 +4,8 @@ the action and policy target from the root's visit counts).
 With the loop in `azx.search._simulate`, this is all of PUCT.
 """
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -165,3 +167,8 @@ class PUCTRoot(AbstractRootPolicy):
         )
         action = jax.vmap(jax.random.categorical)(plan.memo, action_logits)
         return action.astype(jnp.int32), policy_target
+
+    def without_exploration(self) -> "PUCTRoot":
+        """No Dirichlet noise (`dirichlet_fraction` 0), and the most visited action
+        (`temperature` 0)."""
+        return dataclasses.replace(self, temperature=0.0, dirichlet_fraction=0.0)

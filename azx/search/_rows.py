@@ -21,6 +21,7 @@ from ._tree import (
     UNVISITED,
     VALUE,
     VISITS,
+    QRange,
     Tree,
     flat,
     with_statistics,
@@ -30,7 +31,7 @@ from ._tree import (
 def finish_descent(
     tree: Tree,
     select: Select,
-    tree_range,
+    tree_range: QRange,
     max_depth: int,
     depth: Int[Array, ""],
     cursor: Int[Array, " batch"],

@@ -29,6 +29,7 @@ against.
 """
 
 import abc
+import dataclasses
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -48,6 +49,7 @@ from ._tree import (
     ROOT_INDEX,
     UNVISITED,
     Node,
+    QRange,
     Tree,
     empty_tree,
     keep_subtree,
@@ -64,7 +66,7 @@ class AbstractQTransform(eqx.Module):
     loop computes once per simulation (`range`), or by each node's own values (no range)."""
 
     @abc.abstractmethod
-    def range(self, tree: Tree) -> tuple[Float[Array, " batch"], Float[Array, " batch"]] | None:
+    def range(self, tree: Tree) -> QRange:
         """Each tree's low and high Q for this simulation, or None to scale by each node's
         own value and its children's Q."""
 
@@ -101,10 +103,10 @@ class AbstractSelectionRule(eqx.Module):
 
 
 #: A root selection (Gumbel's sequential halving): from the tree, the simulation's index,
-#: each root action's visits in this search so far and the Q range (or None), each row's
-#: action at the root.
+#: each root action's visits in this search so far and the Q range, each row's action at
+#: the root.
 RootSelect = Callable[
-    [Tree, Int[Array, ""], Int[Array, "batch num_actions"], Any], Int[Array, " batch"]
+    [Tree, Int[Array, ""], Int[Array, "batch num_actions"], QRange], Int[Array, " batch"]
 ]
 
 
@@ -117,7 +119,7 @@ class RootPlan(NamedTuple):
     """The root's own selection, or None to select there with the search's rule."""
     search_key: PRNGKeys
     """One key per row for the simulations."""
-    memo: Any
+    memo: PyTree[Array]
     """Whatever `decide` needs of the set-up (noise, keys)."""
 
 
@@ -142,6 +144,14 @@ class AbstractRootPolicy(eqx.Module):
     ) -> tuple[Int[Array, " batch"], Float[Array, "batch num_actions"]]:
         """Each row's action and policy target, from the tree after the simulations and
         each root action's visits in this search (counted only with a root selection)."""
+
+    @abc.abstractmethod
+    def without_exploration(self) -> "AbstractRootPolicy":
+        """This root policy with its exploration switched off (no noise, no sampled
+        action): what [`azx.search.AbstractSearch.without_exploration`][] plays with.
+
+        **Raises:** `ValueError` for a root policy that cannot play without exploring.
+        """
 
 
 class AbstractNativeSearch(AbstractSearch):
@@ -269,6 +279,10 @@ class AbstractNativeSearch(AbstractSearch):
             root_value=tree.value[:, ROOT_INDEX],
             tree=tree,
         )
+
+    def without_exploration(self) -> "AbstractNativeSearch":
+        """The same search with its root policy's exploration switched off."""
+        return dataclasses.replace(self, root_policy=self.root_policy.without_exploration())
 
 
 class FollowChance(AbstractSelectionRule):
@@ -495,7 +509,7 @@ class ReferenceBackend(AbstractBackend):
         self,
         tree: Tree,
         rule: AbstractSelectionRule,
-        q_range: Any,
+        q_range: QRange,
         max_depth: int,
         root: RootEdge,
         path: Int[Array, "batch columns"],

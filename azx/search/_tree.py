@@ -28,6 +28,10 @@ ROOT_INDEX = 0
 VALUE, VISITS, RAW_VALUE, REWARD, DISCOUNT = range(5)
 NUM_NODE_STATS = 5
 
+#: The range a simulation scales Q by ([`azx.search.AbstractQTransform`][]`.range`): each
+#: tree's low and high Q, or None to scale by each node's own value and its children's Q.
+QRange = tuple[Float[Array, " batch"], Float[Array, " batch"]] | None
+
 
 class NodeStats(NamedTuple):
     """The statistics of nodes, by name (one node per batch row, or every slot)."""
@@ -71,7 +75,7 @@ class Node(eqx.Module):
         return self.prior > -jnp.inf
 
     @classmethod
-    def from_rows(cls, stats, child_visits, child_q, prior, q_range, chance=None) -> "Node":
+    def from_rows(cls, stats, child_visits, child_q, prior, q_range: QRange, chance=None) -> "Node":
         """A node from its row of `Tree.node_stats` and its edge rows."""
         return cls(
             value=stats[:, VALUE],
@@ -205,7 +209,7 @@ class Tree(eqx.Module):
             (node_stats, edge_visits, edge_q),
         )
 
-    def node(self, slot: int, q_range=None) -> Node:
+    def node(self, slot: int, q_range: QRange = None) -> Node:
         """Slot `slot` of every batch row as selection sees it; `q_range`: the Q
         transform's range, or None."""
         return Node.from_rows(
