@@ -112,13 +112,15 @@ class AbstractAgentRecipe(AbstractRecipe):
         if bad:
             raise ValueError(f"eval_agents must be among {self.agent_kinds}, got {sorted(bad)}")
         kind = self.eval_search.get("search", self.search)
-        if kind not in _GREEDY:
-            raise ValueError(f"eval_search's search must be 'puct' or 'gumbel', got {kind!r}")
         if kind != self.search and "num_simulations" not in self.eval_search:
             raise ValueError(
                 f"eval_search with another kind of search ({kind!r}) must give "
                 f"num_simulations, got {self.eval_search!r}"
             )
+        try:  # a search that cannot play without exploring says so
+            self.make_eval_search()
+        except ValueError as error:
+            raise ValueError(f"eval_search: {error}") from None
 
     def make_search(self, **overrides) -> search.AbstractSearch:
         return _make_search(self.search, self.search_options | overrides)
@@ -130,7 +132,7 @@ class AbstractAgentRecipe(AbstractRecipe):
         changes = dict(self.eval_search)
         kind = changes.pop("search", self.search)
         options = self.search_options | changes if kind == self.search else changes
-        return _make_search(kind, options | _GREEDY[kind] | overrides)
+        return _make_search(kind, options | overrides).without_exploration()
 
     def vmaps_seeds(self, platform: str) -> bool:
         # On the CPU the search is loops over rows and tree nodes, which batched over
@@ -156,14 +158,6 @@ class AbstractAgentRecipe(AbstractRecipe):
             check_full_move(env, "agent 'full-move'", RunError)
             return arena.ValueMoveAgent(net, env)
         return arena.NetworkAgent(net)
-
-
-# The options of `search.make` (by its names of the searches) that switch each search's
-# exploration off: the most visited action without root noise, noise-free halving.
-_GREEDY = {
-    "puct": {"temperature": 0.0, "dirichlet_fraction": 0.0},
-    "gumbel": {"gumbel_scale": 0.0},
-}
 
 
 def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:

@@ -367,9 +367,9 @@ def evaluate(*, run: Path, step: int | None, seed: int, json_path: Path | None, 
     try:
         preset = read_preset(run)
         if json_path is None:
-            check_writable(run / runs.EVAL_DIR, "json")
+            check_writable(run / runs.EVAL_DIR, "json_path")
         else:
-            check_writable(json_path, "json", file=True)
+            check_writable(json_path, "json_path", file=True)
     except runs.RunError as error:
         _fail(str(error))
     recipe = preset.recipe

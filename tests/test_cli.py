@@ -248,7 +248,7 @@ def test_eval_search_changes_the_evaluation_search_only():
     assert isinstance(evaluate, azx.search.Gumbel) and evaluate.num_simulations == 128
     assert evaluate.root_policy.max_num_considered_actions == 4  # the training search's option
     with pytest.raises(
-        ValueError, match="eval_search's search must be 'puct' or 'gumbel', got 'x'"
+        ValueError, match="eval_search: algo must be one of 'puct', 'gumbel'; got 'x'"
     ):
         dataclasses.replace(recipe, eval_search={"search": "x", "num_simulations": 8})
     with pytest.raises(ValueError, match=r"another kind of search \('puct'\) must give num_sim"):
