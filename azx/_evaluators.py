@@ -6,11 +6,8 @@ whose network plays as an arena agent ([`azx.presets.AbstractAgentRecipe`][]) pl
 matches against opponents in a two-player game (scored in points as well where the game
 is backgammon) and episodes in a single-player one (with the game's own score where it
 is 2048); a policy that plays its own episodes ([`azx.presets.AbstractPolicyRecipe`][])
-is judged by their return. `evaluator(recipe, env)` chooses.
-
-Episodes that could not differ (one start for all, a greedy player, one return) give an
-interval of nothing; the episode evaluators then judge the sampled player instead and
-say so.
+is judged by their return. `evaluator(recipe, env)` chooses. Where a greedy player's
+episodes could not differ, the sampled player is judged instead ([`azx.run.evaluate_policy`][]).
 
 Private: the application's own.
 """
@@ -167,6 +164,11 @@ class _AbstractAgentEvaluator(AbstractEvaluator):
         return {kind: self.recipe.agent(net, kind, None, env) for kind in self.recipe.eval_agents}
 
 
+def _matches(results: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """`evaluate`'s records as `("AGENT vs OPPONENT", record)`."""
+    return [(f"{a} vs {spec}", r) for a, by_spec in results.items() for spec, r in by_spec.items()]
+
+
 @dataclasses.dataclass(frozen=True)
 class MatchEvaluator(_AbstractAgentEvaluator):
     """Matches of the recipe's agents against opponents, half the games with each colour
@@ -183,11 +185,7 @@ class MatchEvaluator(_AbstractAgentEvaluator):
         )
 
     def evaluation_lines(self, results):
-        return [
-            f"{agent} vs {spec}: {describe(result)}"
-            for agent, by_opponent in results.items()
-            for spec, result in by_opponent.items()
-        ]
+        return [f"{name}: {describe(record)}" for name, record in _matches(results)]
 
     def plot(self, records, path, *, title):
         plot_learning_curve(records, path, title=title)
@@ -195,11 +193,7 @@ class MatchEvaluator(_AbstractAgentEvaluator):
     def headline(self, results):
         if "results" in results:  # `azx eval`'s result: one agent
             return {f"vs {spec}": r["score"] for spec, r in results["results"].items()}
-        return {
-            f"{agent} vs {spec}": record["score"]
-            for agent, by_opponent in results.items()
-            for spec, record in by_opponent.items()
-        }
+        return {name: record["score"] for name, record in _matches(results)}
 
     def check_eval(self, options):
         games = options["games"]

@@ -65,31 +65,25 @@ def evaluate(
     return results
 
 
-def _one_start(env: AbstractEnv, key) -> bool:
-    """Whether every episode of `env` starts in the same state, whatever its key: `init`
-    from four keys split from `key` gives one state, bit for bit."""
-    states = jax.vmap(env.init)(jax.random.split(key, 4))
-    for leaf in jax.tree.leaves(eqx.filter(states, eqx.is_array)):
+def _judged(play: Callable[[bool], dict[str, Any]], greedy: bool, env: AbstractEnv, key):
+    """The record `play(greedy)` gives of episodes from `key`; but where the greedy
+    player's could not differ (every `init` gives one state, and every episode one return:
+    an interval of nothing), the sampled player's, `play(False)`, saying so."""
+    played = play(greedy)
+    if not greedy or played["return_min"] != played["return_max"]:
+        return played
+    starts = eqx.filter(jax.vmap(env.init)(jax.random.split(key, 4)), eqx.is_array)
+    for leaf in jax.tree.leaves(starts):
         if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
             leaf = jax.random.key_data(leaf)
         if not np.all(np.asarray(leaf) == np.asarray(leaf)[:1]):
-            return False
-    return True
-
-
-def _alike(record: dict[str, Any], env: AbstractEnv, key) -> bool:
-    """Whether a greedy player's episodes (`record`) could not differ: one start and one
-    return for all. Then their interval says nothing, and the sampled player is judged."""
-    return record["return_min"] == record["return_max"] and _one_start(env, key)
-
-
-def _sampled(record: dict[str, Any], greedy: dict[str, Any]) -> dict[str, Any]:
-    return record | {"player": "sampled", "greedy_return": greedy["return_mean"]}
+            return played
+    return play(False) | {"player": "sampled", "greedy_return": played["return_mean"]}
 
 
 def describe_sampled(record: dict[str, Any]) -> list[str]:
-    """The line that says why `record` is the sampled player's ([`_alike`]); none for a
-    record of the player asked for."""
+    """The line that says why `record` is the sampled player's; none for a record of the
+    player asked for."""
     if "greedy_return" not in record:
         return []
     return [
@@ -135,10 +129,10 @@ def evaluate_episodes(
     for name, agent in agents.items():
         if on_agent is not None:
             on_agent(name)
-        results[name] = record(agent)
-        counterpart = (sampled or {}).get(name)
-        if counterpart is not None and _alike(results[name], env, key):
-            results[name] = _sampled(record(counterpart), results[name])
+        other = (sampled or {}).get(name)
+        results[name] = _judged(
+            lambda greedy: record(agent if greedy else other), other is not None, env, key
+        )
     return results
 
 
@@ -201,10 +195,7 @@ def evaluate_policy(
         result = recipe.play_episodes(trainer, state, num_episodes, key=key, greedy=greedy)
         return return_record(result, greedy=greedy)
 
-    played = record(greedy)
-    if greedy and _alike(played, trainer.env, key):
-        return _sampled(record(False), played)
-    return played
+    return _judged(record, greedy, trainer.env, key)
 
 
 def describe_return(record: dict[str, Any]) -> str:
