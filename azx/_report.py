@@ -343,18 +343,15 @@ def plot_return_curve(
 
 # Agents told apart by marker and line style as well as colour, and drawn side by side
 # (a small shift along x), so that equal scores do not hide one another.
-_AGENT_STYLES = {
-    "search": {"color": "tab:blue", "marker": "o", "linestyle": "-"},
-    "network": {"color": "tab:orange", "marker": "s", "linestyle": "--"},
+_AGENT_STYLES = {  # label, colour, marker, line style
+    "search": ("network + search", "tab:blue", "o", "-"),
+    "network": ("network alone (policy argmax)", "tab:orange", "s", "--"),
 }
-_OTHER_STYLE = {"color": "tab:green", "marker": "^", "linestyle": ":"}
-_AGENT_LABELS = {"search": "network + search", "network": "network alone (policy argmax)"}
 
 
 def _agent_style(agent: str) -> dict[str, Any]:
-    return {"capsize": 3, "label": _AGENT_LABELS.get(agent, agent)} | _AGENT_STYLES.get(
-        agent, _OTHER_STYLE
-    )
+    label, color, marker, linestyle = _AGENT_STYLES.get(agent, (agent, "tab:green", "^", ":"))
+    return {"capsize": 3, "label": label, "color": color, "marker": marker, "linestyle": linestyle}
 
 
 def plot_learning_curve(

@@ -3,17 +3,22 @@ of nothing: the episode evaluators judge the sampled player instead and say so; 
 the starts vary, nothing changes."""
 
 import dataclasses
+import types
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _tiers import slow_repeats
 from jaxtyping import Array, Bool, Float, Int
 
 import azx
-from azx._evaluators import evaluator
+from azx._evaluators import _sampled, evaluator
 from azx._report import describe_episodes
+
+
+KEY = jax.random.key(2)
 
 
 class WalkState(eqx.Module):
@@ -65,14 +70,18 @@ class Walk(azx.envs.AbstractEnv):
         return jnp.int32(0)
 
 
-def _alphazero(env):
-    recipe = azx.presets.AlphaZeroRecipe(
-        search="puct", search_options={"num_simulations": 4}, eval_agents=("search", "network")
-    )
-    recipe = dataclasses.replace(recipe, eval_games=16)
-    net = recipe.make_network("mlp", {"width": 16, "depth": 1}, env, key=jax.random.key(0))
-    trainer = recipe.make_trainer(env, azx.alphazero.Config(num_envs=2, batch_size=4))
-    return recipe, trainer, trainer.init(net, key=jax.random.key(1))
+def _agent_recipe(algorithm: str, env):
+    """An untrained AlphaZero (PUCT) or MuZero (Gumbel) evaluated by its search and its
+    network, with what its evaluator reads of a trainer and a state."""
+    if algorithm == "alphazero":
+        recipe = azx.presets.AlphaZeroRecipe(search="puct", search_options={"num_simulations": 4})
+        options = {"width": 16, "depth": 1}
+    else:
+        recipe = azx.presets.MuZeroRecipe(search_options={"num_simulations": 4})
+        options = {"embedding_size": 8, "width": 16, "depth": 1}
+    recipe = dataclasses.replace(recipe, eval_agents=("search", "network"), eval_games=16)
+    net = recipe.make_network("mlp", options, env, key=jax.random.key(0))
+    return recipe, types.SimpleNamespace(env=env), types.SimpleNamespace(net=net)
 
 
 def _ppo(env, greedy: bool):
@@ -84,50 +93,51 @@ def _ppo(env, greedy: bool):
     return recipe, trainer, trainer.init(net, key=jax.random.key(1))
 
 
-def _evaluate(recipe, trainer, state, key=jax.random.key(2)):
+def _evaluate(recipe, trainer, state, key=KEY):
     judge = evaluator(recipe, trainer.env)
     results = judge.evaluate(trainer, state, key=key, phase=lambda text: None)
     return judge, results
 
 
-def test_greedy_agents_of_a_fixed_start_are_judged_sampled():
-    recipe, trainer, state = _alphazero(Walk(random_length=False))
+def _returns(env, agent):
+    """The returns of `agent`'s episodes from the evaluators' key."""
+    play = jax.jit(lambda: azx.arena.episode_returns(env, agent, num_games=16, key=KEY)[0])
+    return np.asarray(play())
+
+
+@pytest.mark.parametrize("algorithm", slow_repeats(["alphazero", "muzero"], slow=["muzero"]))
+def test_greedy_agents_of_a_fixed_start_are_judged_sampled(algorithm):
+    recipe, trainer, state = _agent_recipe(algorithm, Walk(random_length=False))
     judge, results = _evaluate(recipe, trainer, state)
     lines = judge.evaluation_lines(results)
     for kind in ("search", "network"):
         record = results[kind]
-        # The greedy agent walks one way every time: a return of 0 to 6, the same for all.
-        assert record["player"] == "sampled" and record["greedy_return"] in range(7)
-        # The sampled player's returns differ: a real interval around a mean inside it.
-        assert record["return_min"] < record["return_max"]
-        assert record["return_low"] < record["return_mean"] < record["return_high"]
+        greedy = recipe.agent(state.net, kind, None, trainer.env)
+        # The greedy agent walks one way every time: one return for all.
+        assert np.all(_returns(trainer.env, greedy) == record["greedy_return"])
+        # The record is its sampled counterpart's episodes (the policy sampled; the search
+        # with its training exploration), on the same key.
+        sampled = _returns(trainer.env, _sampled(recipe, greedy))
+        assert record["player"] == "sampled"
+        assert record["return_mean"] == pytest.approx(sampled.mean())
+        assert (record["return_min"], record["return_max"]) == (sampled.min(), sampled.max())
+        if kind == "network" or algorithm == "alphazero":
+            # Their returns differ: a real interval around a mean inside it. (The
+            # untrained MuZero's Gumbel search walks one way even with its noise on.)
+            assert record["return_low"] < record["return_mean"] < record["return_high"]
         assert f"{kind}: {describe_episodes(record)}" in lines
         (why,) = [line for line in lines if line.startswith(f"{kind}: the greedy player")]
         assert "start alike" in why and "above is the sampled player's" in why
-    # The greedy agents' own episodes: one return, as the record says.
-    for kind in ("search", "network"):
-        agent = recipe.agent(state.net, kind, None, trainer.env)
-        returns, _ = jax.jit(
-            lambda agent=agent: azx.arena.episode_returns(
-                trainer.env, agent, num_games=16, key=jax.random.key(2)
-            )
-        )()
-        assert np.all(np.asarray(returns) == results[kind]["greedy_return"])
 
 
 def test_greedy_agents_of_random_starts_are_judged_as_they_are():
-    recipe, trainer, state = _alphazero(Walk(random_length=True))
+    recipe, trainer, state = _agent_recipe("alphazero", Walk(random_length=True))
     judge, results = _evaluate(recipe, trainer, state)
     for kind in ("search", "network"):
         record = results[kind]
         assert "player" not in record and "greedy_return" not in record
         agent = recipe.agent(state.net, kind, None, trainer.env)
-        returns, _ = jax.jit(
-            lambda agent=agent: azx.arena.episode_returns(
-                trainer.env, agent, num_games=16, key=jax.random.key(2)
-            )
-        )()
-        assert record["return_mean"] == pytest.approx(float(np.mean(returns)))
+        assert record["return_mean"] == pytest.approx(_returns(trainer.env, agent).mean())
     assert len(judge.evaluation_lines(results)) == 2
 
 
@@ -136,7 +146,7 @@ def test_a_greedy_policy_is_judged_sampled_only_where_its_episodes_cannot_differ
     env = Walk(random_length=random_length)
     recipe, trainer, state = _ppo(env, greedy=True)
     judge, record = _evaluate(recipe, trainer, state)
-    key = jax.random.key(2)
+    key = KEY
     greedy = azx.run.return_record(
         recipe.play_episodes(trainer, state, 16, key=key, greedy=True), greedy=True
     )
