@@ -66,10 +66,11 @@ def evaluate(
 
 
 def _judged(play: Callable[[bool], dict[str, Any]], greedy: bool, env: AbstractEnv, key):
-    """The record `play(greedy)` gives of episodes from `key`; but where the greedy
-    player's could not differ (every `init` gives one state, and every episode one return:
-    an interval of nothing), the sampled player's, `play(False)`, saying so."""
-    played = play(greedy)
+    """The record `play(False)` gives of the asked player's episodes from `key`; but where
+    that player is `greedy` and its episodes could not differ (every `init` gives one
+    state, and every episode one return: an interval of nothing), that of its sampled
+    counterpart, `play(True)`, saying so."""
+    played = play(False)
     if not greedy or played["return_min"] != played["return_max"]:
         return played
     starts = eqx.filter(jax.vmap(env.init)(jax.random.split(key, 4)), eqx.is_array)
@@ -78,7 +79,7 @@ def _judged(play: Callable[[bool], dict[str, Any]], greedy: bool, env: AbstractE
             leaf = jax.random.key_data(leaf)
         if not np.all(np.asarray(leaf) == np.asarray(leaf)[:1]):
             return played
-    return play(False) | {"player": "sampled", "greedy_return": played["return_mean"]}
+    return play(True) | {"player": "sampled", "greedy_return": played["return_mean"]}
 
 
 def describe_sampled(record: dict[str, Any]) -> list[str]:
@@ -131,7 +132,7 @@ def evaluate_episodes(
             on_agent(name)
         other = (sampled or {}).get(name)
         results[name] = _judged(
-            lambda greedy: record(agent if greedy else other), other is not None, env, key
+            lambda sampled: record(other if sampled else agent), other is not None, env, key
         )
     return results
 
@@ -191,9 +192,10 @@ def evaluate_policy(
     state and returns the same), the record is the sampled player's, with `"player":
     "sampled"` and the greedy return (`greedy_return`)."""
 
-    def record(greedy: bool) -> dict[str, Any]:
-        result = recipe.play_episodes(trainer, state, num_episodes, key=key, greedy=greedy)
-        return return_record(result, greedy=greedy)
+    def record(sampled: bool) -> dict[str, Any]:
+        played_greedy = greedy and not sampled
+        result = recipe.play_episodes(trainer, state, num_episodes, key=key, greedy=played_greedy)
+        return return_record(result, greedy=played_greedy)
 
     return _judged(record, greedy, trainer.env, key)
 

@@ -3,7 +3,6 @@ of nothing: the episode evaluators judge the sampled player instead and say so; 
 the starts vary, nothing changes."""
 
 import dataclasses
-import types
 
 import equinox as eqx
 import jax
@@ -15,7 +14,7 @@ from jaxtyping import Array, Bool, Float, Int
 
 import azx
 from azx._evaluators import _sampled, evaluator
-from azx._report import describe_episodes
+from azx._report import describe_episodes, describe_sampled
 
 
 KEY = jax.random.key(2)
@@ -72,7 +71,7 @@ class Walk(azx.envs.AbstractEnv):
 
 def _agent_recipe(algorithm: str, env):
     """An untrained AlphaZero (PUCT) or MuZero (Gumbel) evaluated by its search and its
-    network, with what its evaluator reads of a trainer and a state."""
+    network, with its trainer and state."""
     if algorithm == "alphazero":
         recipe = azx.presets.AlphaZeroRecipe(search="puct", search_options={"num_simulations": 4})
         options = {"width": 16, "depth": 1}
@@ -81,7 +80,8 @@ def _agent_recipe(algorithm: str, env):
         options = {"embedding_size": 8, "width": 16, "depth": 1}
     recipe = dataclasses.replace(recipe, eval_agents=("search", "network"), eval_games=16)
     net = recipe.make_network("mlp", options, env, key=jax.random.key(0))
-    return recipe, types.SimpleNamespace(env=env), types.SimpleNamespace(net=net)
+    trainer = recipe.make_trainer(env, recipe.config_class(num_envs=2, batch_size=4))
+    return recipe, trainer, trainer.init(net, key=jax.random.key(1))
 
 
 def _ppo(env, greedy: bool):
@@ -166,3 +166,33 @@ def test_a_greedy_policy_is_judged_sampled_only_where_its_episodes_cannot_differ
     # A sampled policy is judged as it is, whatever its starts.
     recipe, trainer, state = _ppo(env, greedy=False)
     assert "player" not in _evaluate(recipe, trainer, state)[1]
+
+
+def _run(recipe, trainer, state, directory):
+    """A run of `recipe` at iteration 3, as `azx eval` opens it."""
+    network = recipe.networks[0]
+    preset = azx.presets.Preset("walk", "walk", network, {}, recipe, trainer.config, iterations=3)
+    return azx.run.Run(directory, preset, 0, 3, trainer.env, trainer, state)
+
+
+def test_azx_eval_of_a_fixed_start_judges_the_sampled_player_and_says_so(tmp_path):
+    env = Walk(random_length=False)
+    recipe, trainer, state = _agent_recipe("alphazero", env)
+    options = {"agent": "network", "games": 16, "simulations": None}
+    options |= {"opponent": ["random"], "opening_plies": None}
+    run = _run(recipe, trainer, state, tmp_path)
+    result, name, lines = evaluator(recipe, env).evaluate_run(run, options, seed=2)
+    network, baseline = result["results"]["network"], result["results"]["random"]
+    assert name == "network" and network["player"] == "sampled" and "player" not in baseline
+    assert lines[1:] == [
+        f"  network: {describe_episodes(network)}",
+        f"  network: {describe_sampled(network)[0]}",
+        f"  random: {describe_episodes(baseline)}",
+    ]
+    recipe, trainer, state = _ppo(env, greedy=False)
+    run = _run(recipe, trainer, state, tmp_path)
+    result, name, lines = evaluator(recipe, env).evaluate_run(
+        run, {"greedy": True, "episodes": 16}, seed=2
+    )
+    assert name == "greedy" and result["player"] == "sampled" and not result["greedy"]
+    assert lines[1] == "  " + describe_sampled(result)[0]
