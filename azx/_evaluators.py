@@ -6,7 +6,8 @@ whose network plays as an arena agent ([`azx.presets.AbstractAgentRecipe`][]) pl
 matches against opponents in a two-player game (scored in points as well where the game
 is backgammon) and episodes in a single-player one (with the game's own score where it
 is 2048); a policy that plays its own episodes ([`azx.presets.AbstractPolicyRecipe`][])
-is judged by their return. `evaluator(recipe, env)` chooses.
+is judged by their return. `evaluator(recipe, env)` chooses. Where a greedy player's
+episodes could not differ, the sampled player is judged instead ([`azx.run.evaluate_policy`][]).
 
 Private: the application's own.
 """
@@ -16,7 +17,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 
 from . import arena, envs
 from ._errors import RunError
@@ -32,14 +35,17 @@ from ._report import (
     describe,
     describe_episodes,
     describe_return,
+    describe_sampled,
     evaluate,
     evaluate_episodes,
+    evaluate_policy,
     plot_episodes_curve,
     plot_learning_curve,
     plot_return_curve,
-    return_record,
 )
 from ._rundir import Run, load_run, split_checkpoint_spec
+from .muzero import MuZeroAgent
+from .search import ILLEGAL_LOGIT
 
 
 class AbstractEvaluator(abc.ABC):
@@ -96,29 +102,6 @@ def evaluator(recipe: AbstractRecipe, env: envs.AbstractEnv) -> AbstractEvaluato
 # ----------------------------------------------------------------------------- agents
 
 
-def _check_agent_training(recipe: AbstractAgentRecipe, env: envs.AbstractEnv) -> None:
-    for spec in recipe.eval_opponents:
-        arena.opponent(spec, env)
-    if "full-move" in recipe.eval_agents:
-        check_full_move(env, "eval_agents' 'full-move'", ValueError)
-    if recipe.eval_games % 2:
-        raise ValueError(
-            f"`eval_games` must be even (half the games with each colour), got {recipe.eval_games}"
-        )
-
-
-def _check_agent(recipe: AbstractAgentRecipe, env: envs.AbstractEnv, agent: str) -> None:
-    if agent not in recipe.agent_kinds:
-        raise RunError(unknown_agent("--agent", agent, recipe.agent_kinds))
-    if agent == "full-move":
-        check_full_move(env, "--agent full-move", RunError)
-
-
-def _agents(recipe: AbstractAgentRecipe, net, env) -> dict[str, arena.AbstractAgent]:
-    """The agents `azx train` evaluates, by kind."""
-    return {kind: recipe.agent(net, kind, None, env) for kind in recipe.eval_agents}
-
-
 def _opponent(spec: str, env: envs.AbstractEnv) -> arena.AbstractAgent:
     try:
         return arena.opponent(spec, env)
@@ -158,7 +141,32 @@ class _AbstractAgentEvaluator(AbstractEvaluator):
     env: envs.AbstractEnv
 
     def check_training(self):
-        _check_agent_training(self.recipe, self.env)
+        recipe = self.recipe
+        for spec in recipe.eval_opponents:
+            arena.opponent(spec, self.env)
+        if "full-move" in recipe.eval_agents:
+            check_full_move(self.env, "eval_agents' 'full-move'", ValueError)
+        if recipe.eval_games % 2:
+            raise ValueError(
+                "`eval_games` must be even (half the games with each colour), got "
+                f"{recipe.eval_games}"
+            )
+
+    def check_agent(self, agent: str) -> None:
+        """`RunError` for an `azx eval --agent` that the recipe or the game lacks."""
+        if agent not in self.recipe.agent_kinds:
+            raise RunError(unknown_agent("--agent", agent, self.recipe.agent_kinds))
+        if agent == "full-move":
+            check_full_move(self.env, "--agent full-move", RunError)
+
+    def agents(self, net, env) -> dict[str, arena.AbstractAgent]:
+        """The agents `azx train` evaluates, by kind."""
+        return {kind: self.recipe.agent(net, kind, None, env) for kind in self.recipe.eval_agents}
+
+
+def _matches(results: dict[str, dict[str, Any]]) -> list[tuple[str, dict[str, Any]]]:
+    """`evaluate`'s records as `("AGENT vs OPPONENT", record)`."""
+    return [(f"{a} vs {spec}", r) for a, by_spec in results.items() for spec, r in by_spec.items()]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,23 +175,17 @@ class MatchEvaluator(_AbstractAgentEvaluator):
     (a two-player game); backgammon's matches also in points."""
 
     def evaluate(self, trainer, state, *, key, phase):
-        recipe = self.recipe
-        agents = _agents(recipe, state.net, trainer.env)
         return evaluate(
             trainer.env,
-            agents,
-            recipe.eval_opponents,
-            num_games=recipe.eval_games,
+            self.agents(state.net, trainer.env),
+            self.recipe.eval_opponents,
+            num_games=self.recipe.eval_games,
             key=key,
             on_match=lambda agent, spec: phase(f"evaluating {agent} vs {spec}"),
         )
 
     def evaluation_lines(self, results):
-        return [
-            f"{agent} vs {spec}: {describe(result)}"
-            for agent, by_opponent in results.items()
-            for spec, result in by_opponent.items()
-        ]
+        return [f"{name}: {describe(record)}" for name, record in _matches(results)]
 
     def plot(self, records, path, *, title):
         plot_learning_curve(records, path, title=title)
@@ -191,15 +193,11 @@ class MatchEvaluator(_AbstractAgentEvaluator):
     def headline(self, results):
         if "results" in results:  # `azx eval`'s result: one agent
             return {f"vs {spec}": r["score"] for spec, r in results["results"].items()}
-        return {
-            f"{agent} vs {spec}": record["score"]
-            for agent, by_opponent in results.items()
-            for spec, record in by_opponent.items()
-        }
+        return {name: record["score"] for name, record in _matches(results)}
 
     def check_eval(self, options):
         games = options["games"]
-        _check_agent(self.recipe, self.env, options["agent"] or "search")
+        self.check_agent(options["agent"] or "search")
         if games is not None and games % 2:
             raise RunError(f"--games must be even (half the games with each colour), got {games}")
         for spec in options["opponent"] or []:
@@ -216,13 +214,12 @@ class MatchEvaluator(_AbstractAgentEvaluator):
         def opening(player):  # without random plies, the agent itself: its games unchanged
             return arena.RandomOpening(player, opening_plies) if opening_plies else player
 
-        opponents = {}
-        for spec in options["opponent"] or ["random"]:
-            if spec.strip().startswith("run:"):
-                name, other = _run_opponent(spec, run, agent, opening_plies)
-                opponents[name] = other
-            else:
-                opponents[spec] = opening(_opponent(spec, run.env))
+        opponents = dict(
+            _run_opponent(spec, run, agent, opening_plies)
+            if spec.strip().startswith("run:")
+            else (spec, opening(_opponent(spec, run.env)))
+            for spec in options["opponent"] or ["random"]
+        )
         player = run.agent(agent, num_simulations=options["simulations"])
         results = evaluate(
             run.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
@@ -304,24 +301,65 @@ def _run_opponent(spec: str, run: Run, agent: str, opening_plies: int):
     return f"run:{directory}@{other.iteration}", player
 
 
+class _SampledPolicy(arena.AbstractAgent):
+    """The network's policy, sampled: [`azx.arena.NetworkAgent`][] plays its argmax."""
+
+    net: Any
+
+    def init(self, env, batch_size):
+        return arena.NetworkAgent(self.net).init(env, batch_size)
+
+    def __call__(self, env, agent_state, env_state, *, key):
+        logits, _ = jax.vmap(self.net)(jax.vmap(env.observation)(env_state))
+        legal = jax.vmap(env.legal_action_mask)(env_state)
+        action = jax.random.categorical(key, jnp.where(legal, logits, ILLEGAL_LOGIT))
+        return action.astype(jnp.int32), agent_state
+
+    def observe(self, agent_state, action, done):
+        del action, done
+        return agent_state
+
+
+def _sampled(recipe: AbstractAgentRecipe, player: arena.AbstractAgent):
+    """The sampled counterpart of one of `recipe`'s greedy agents (None for an agent that
+    has none): its network's policy sampled, or its search with the training search's
+    exploration (as self-play runs it) and as many simulations."""
+    if isinstance(player, arena.NetworkAgent):
+        return _SampledPolicy(player.net)
+    if isinstance(player, arena.SearchAgent | MuZeroAgent):
+        search = recipe.make_search(num_simulations=player.search.num_simulations)
+        return eqx.tree_at(lambda agent: agent.search, player, search)
+    return None
+
+
+def _episodes_lines(results: dict[str, dict[str, Any]], indent: str = "") -> list[str]:
+    return [
+        f"{indent}{name}: {line}"
+        for name, record in results.items()
+        for line in [describe_episodes(record), *describe_sampled(record)]
+    ]
+
+
 @dataclasses.dataclass(frozen=True)
 class EpisodeEvaluator(_AbstractAgentEvaluator):
     """Episodes of the recipe's agents (a single-player game); 2048's also in its own
-    score and largest tiles."""
+    score and largest tiles. A greedy agent whose episodes could not differ is judged by
+    its sampled counterpart."""
 
     def evaluate(self, trainer, state, *, key, phase):
         recipe = self.recipe
-        agents = _agents(recipe, state.net, trainer.env)
+        agents = self.agents(state.net, trainer.env)
         return evaluate_episodes(
             trainer.env,
             agents,
             num_episodes=recipe.eval_games,
             key=key,
             on_agent=lambda agent: phase(f"evaluating {agent} ({recipe.eval_games} episodes)"),
+            sampled={kind: _sampled(recipe, agent) for kind, agent in agents.items()},
         )
 
     def evaluation_lines(self, results):
-        return [f"{agent}: {describe_episodes(record)}" for agent, record in results.items()]
+        return _episodes_lines(results)
 
     def plot(self, records, path, *, title):
         plot_episodes_curve(records, path, title=title)
@@ -331,7 +369,7 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
         return {f"{name} return": record["return_mean"] for name, record in by_name.items()}
 
     def check_eval(self, options):
-        _check_agent(self.recipe, self.env, options["agent"] or "search")
+        self.check_agent(options["agent"] or "search")
         if options["opening_plies"]:
             raise RunError("--opening-plies is for two-player games; this run's game has one")
         for spec in options["opponent"] or []:
@@ -346,23 +384,25 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
         episodes = 200 if options["games"] is None else options["games"]
         agent = options["agent"] or "search"
         player = run.agent(agent, num_simulations=options["simulations"])
-        agents = {_label(agent, player): player}
-        for spec in options["opponent"] or []:
-            agents[spec] = _opponent(spec, run.env)
-        key = jax.random.key(seed)
-        results = evaluate_episodes(run.env, agents, num_episodes=episodes, key=key)
-        lines = [f"{run.directory} at iteration {run.iteration}:"]
-        lines += [f"  {name}: {describe_episodes(record)}" for name, record in results.items()]
+        name, key = _label(agent, player), jax.random.key(seed)
+        agents = {name: player} | {
+            spec: _opponent(spec, run.env) for spec in options["opponent"] or []
+        }
+        sampled = {name: _sampled(self.recipe, player)}
+        results = evaluate_episodes(
+            run.env, agents, num_episodes=episodes, key=key, sampled=sampled
+        )
+        lines = [f"{run.directory} at iteration {run.iteration}:", *_episodes_lines(results, "  ")]
         if isinstance(base_env(run.env), envs.Pgx2048):
             # The game's own score and its largest tiles, from the same keys.
             for name, one in agents.items():
                 game = arena.evaluate_2048(run.env, one, num_games=episodes, key=key)
                 low, high = game.interval()
-                results[name]["score_mean"], results[name]["score_interval"] = (
-                    game.mean_score,
-                    [low, high],
-                )
-                results[name]["tile_shares"] = {str(k): v for k, v in game.tile_shares.items()}
+                results[name] |= {
+                    "score_mean": game.mean_score,
+                    "score_interval": [low, high],
+                    "tile_shares": {str(k): v for k, v in game.tile_shares.items()},
+                }
                 lines.append(f"  {name}: {game}")
         return _run_result(run, agent, player, seed, results), agent, lines
 
@@ -373,7 +413,8 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
 @dataclasses.dataclass(frozen=True)
 class ReturnEvaluator(AbstractEvaluator):
     """The return of the policy's own episodes, as its recipe's `play_episodes` plays
-    them (PPO's: [`azx.ppo.evaluate`][])."""
+    them (PPO's: [`azx.ppo.evaluate`][]); a greedy policy whose episodes could not differ
+    is judged sampled ([`azx.run.evaluate_policy`][])."""
 
     recipe: AbstractPolicyRecipe
 
@@ -383,13 +424,13 @@ class ReturnEvaluator(AbstractEvaluator):
     def evaluate(self, trainer, state, *, key, phase):
         recipe = self.recipe
         phase(f"evaluating the policy ({recipe.eval_episodes} episodes)")
-        result = recipe.play_episodes(
-            trainer, state, recipe.eval_episodes, key=key, greedy=recipe.eval_greedy
-        )
-        return return_record(result, greedy=recipe.eval_greedy)
+        return evaluate_policy(
+            recipe, trainer, state, num_episodes=recipe.eval_episodes, key=key,
+            greedy=recipe.eval_greedy,
+        )  # fmt: skip
 
     def evaluation_lines(self, results):
-        return [describe_return(results)]
+        return [describe_return(results), *describe_sampled(results)]
 
     def plot(self, records, path, *, title):
         plot_return_curve(records, path, title=title)
@@ -404,10 +445,11 @@ class ReturnEvaluator(AbstractEvaluator):
         recipe = self.recipe
         greedy = recipe.eval_greedy if options["greedy"] is None else options["greedy"]
         episodes = recipe.eval_episodes if options["episodes"] is None else options["episodes"]
-        result = recipe.play_episodes(
-            run.trainer, run.state, episodes, key=jax.random.key(seed), greedy=greedy
-        )
-        record = return_record(result, greedy=greedy)
-        line = f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"
+        record = evaluate_policy(
+            recipe, run.trainer, run.state, num_episodes=episodes, key=jax.random.key(seed),
+            greedy=greedy,
+        )  # fmt: skip
+        lines = [f"{run.directory} at iteration {run.iteration}: {describe_return(record)}"]
+        lines += [f"  {line}" for line in describe_sampled(record)]
         result = {"run": str(run.directory), "iteration": run.iteration, "seed": seed, **record}
-        return result, "greedy" if greedy else "policy", [line]
+        return result, "greedy" if greedy else "policy", lines

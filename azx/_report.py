@@ -59,15 +59,38 @@ def evaluate(
         for index, (spec, opponent) in enumerate(opponents.items()):
             if on_match is not None:
                 on_match(name, spec)
-            result = _play_match(
-                env,
-                agent,
-                opponent,
-                num_games=num_games,
-                key=jax.random.fold_in(key, index),
-            )
+            match_key = jax.random.fold_in(key, index)
+            result = _play_match(env, agent, opponent, num_games=num_games, key=match_key)
             results[name][spec] = match_record(result)
     return results
+
+
+def _judged(play: Callable[[bool], dict[str, Any]], greedy: bool, env: AbstractEnv, key):
+    """The record `play(False)` gives of the asked player's episodes from `key`; but where
+    that player is `greedy` and its episodes could not differ (every `init` gives one
+    state, and every episode one return: an interval of nothing), that of its sampled
+    counterpart, `play(True)`, saying so."""
+    played = play(False)
+    if not greedy or played["return_min"] != played["return_max"]:
+        return played
+    starts = eqx.filter(jax.vmap(env.init)(jax.random.split(key, 4)), eqx.is_array)
+    for leaf in jax.tree.leaves(starts):
+        if jax.dtypes.issubdtype(leaf.dtype, jax.dtypes.prng_key):
+            leaf = jax.random.key_data(leaf)
+        if not np.all(np.asarray(leaf) == np.asarray(leaf)[:1]):
+            return played
+    return play(True) | {"player": "sampled", "greedy_return": played["return_mean"]}
+
+
+def describe_sampled(record: dict[str, Any]) -> list[str]:
+    """The line that says why `record` is the sampled player's; none for a record of the
+    player asked for."""
+    if "greedy_return" not in record:
+        return []
+    return [
+        f"the greedy player's episodes all start alike and return {record['greedy_return']:.1f}"
+        ", an interval of nothing: the line above is the sampled player's"
+    ]
 
 
 _episode_returns = eqx.filter_jit(arena.episode_returns)
@@ -80,17 +103,20 @@ def evaluate_episodes(
     num_episodes: int,
     key,
     on_agent: Callable[[str], None] | None = None,
+    sampled: Mapping[str, arena.AbstractAgent] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each agent's episodes of a single-player game ([`azx.arena.episode_returns`][]),
     all from the same key: `{agent_name: record}`, each record the episodes' mean return
-    with its 95% interval, lowest and highest return, and how many did not finish."""
-    results = {}
-    for name, agent in agents.items():
-        if on_agent is not None:
-            on_agent(name)
+    with its 95% interval, lowest and highest return, and how many did not finish.
+
+    `sampled` gives the greedy agents' sampled counterparts by name: where a greedy
+    agent's episodes could not differ, its record is its counterpart's, with `"player":
+    "sampled"` and the greedy return."""
+
+    def record(agent) -> dict[str, Any]:
         returns, finished = _episode_returns(env, agent, num_games=num_episodes, key=key)
         mean, low, high = mean_interval(returns)
-        results[name] = {
+        return {
             "episodes": num_episodes,
             "return_mean": mean,
             "return_low": low,
@@ -99,6 +125,15 @@ def evaluate_episodes(
             "return_max": float(np.max(returns)),
             "unfinished": int(np.sum(~np.asarray(finished))),
         }
+
+    results = {}
+    for name, agent in agents.items():
+        if on_agent is not None:
+            on_agent(name)
+        other = (sampled or {}).get(name)
+        results[name] = _judged(
+            lambda sampled: record(other if sampled else agent), other is not None, env, key
+        )
     return results
 
 
@@ -146,10 +181,23 @@ def return_record(result: ppo.EvaluationResult, *, greedy: bool) -> dict[str, An
     }
 
 
-def evaluate_policy(trainer, state, *, num_episodes: int, key, greedy: bool) -> dict[str, Any]:
-    """A PPO run's policy over `num_episodes` episodes, as a [`return_record`][]."""
-    result = play_episodes(trainer, state, num_episodes, key, greedy)
-    return return_record(result, greedy=greedy)
+def evaluate_policy(
+    recipe, trainer, state, *, num_episodes: int, key, greedy: bool
+) -> dict[str, Any]:
+    """A trained policy's episodes as its recipe plays them (`play_episodes` of a
+    [`azx.presets.AbstractRecipe`][]: PPO's policy, a single-player MuZero's search),
+    summarised as a [`return_record`][].
+
+    Where the greedy player's episodes could not differ (every one starts in the same
+    state and returns the same), the record is the sampled player's, with `"player":
+    "sampled"` and the greedy return (`greedy_return`)."""
+
+    def record(sampled: bool) -> dict[str, Any]:
+        played_greedy = greedy and not sampled
+        result = recipe.play_episodes(trainer, state, num_episodes, key=key, greedy=played_greedy)
+        return return_record(result, greedy=played_greedy)
+
+    return _judged(record, greedy, trainer.env, key)
 
 
 def describe_return(record: dict[str, Any]) -> str:
@@ -176,19 +224,30 @@ def describe(record: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------- pictures
 
 
-def _pyplot():
+def _figure(panels: int, size: tuple, **options):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt
+    return plt.subplots(1, panels, figsize=size, constrained_layout=True, **options)
+
+
+def _save(figure, path: str | os.PathLike) -> None:
+    import matplotlib.pyplot as plt
+
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+
+
+def _steps_formatter(axes) -> None:
+    from matplotlib.ticker import EngFormatter
+
+    axes.xaxis.set_major_formatter(EngFormatter(sep=""))  # 15k, not 15000
 
 
 def _steps_axis(axes, records: list[dict[str, Any]]) -> None:
     """A second x axis on top of `axes` (whose x is the iteration): environment steps."""
-    from matplotlib.ticker import EngFormatter
-
     trained = [r for r in records if r["iteration"] > 0]
     if not trained:
         return
@@ -196,7 +255,7 @@ def _steps_axis(axes, records: list[dict[str, Any]]) -> None:
     top = axes.secondary_xaxis(
         "top", functions=(lambda i: i * per_iteration, lambda steps: steps / per_iteration)
     )
-    top.xaxis.set_major_formatter(EngFormatter(sep=""))  # 15k, not 15000
+    _steps_formatter(top)
     top.set_xlabel("environment steps (self-play moves)", fontsize="small")
     top.tick_params(labelsize="small")
 
@@ -226,28 +285,34 @@ def _interval_bars(axes, x, intervals: list[tuple[float, float, float]], **style
     axes.errorbar(x, estimate, yerr=[below, above], **style)
 
 
+def _losses(axes, records: list[dict[str, Any]]) -> None:
+    """An AlphaZero run's training losses against iteration (and steps, on top)."""
+    logged = [r for r in records if "loss" in r]
+    for name in ("loss", "policy_loss", "value_loss"):
+        axes.plot([r["iteration"] for r in logged], [r[name] for r in logged], label=name)
+    axes.set(xlabel="iteration", ylabel="loss", title="training loss")
+    if logged:
+        axes.legend(fontsize="small")
+    _steps_axis(axes, records)
+
+
 def plot_return_curve(
     records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "PPO"
 ) -> None:
     """A PPO run's returns (training episodes, and evaluations with 95% intervals, the
     untrained policy's at 0 steps), value loss, and policy loss and entropy against
     environment steps."""
-    plt = _pyplot()
-    from matplotlib.ticker import EngFormatter
-
     # The value loss (squared returns, in the tens) gets its own panel: beside it the
     # policy loss and entropy (about 1) would be flat lines at zero.
-    figure, (returns, value, policy) = plt.subplots(
-        1, 3, figsize=(14, 4.5), constrained_layout=True, sharex=True
-    )
-    trained = [r for r in records if r.get("episode_return") is not None]
-    returns.plot(
-        [r["env_steps"] for r in trained],
-        [r["episode_return"] for r in trained],
-        color="tab:blue",
-        alpha=0.6,
-        label="training episodes (mean of each logged call)",
-    )
+    figure, (returns, value, policy) = _figure(3, (14, 4.5), sharex=True)
+
+    def series(name: str) -> tuple[list[Any], list[Any]]:
+        # A policy algorithm's records without this loss leave its panel empty.
+        kept = [r for r in records if r.get(name) is not None]
+        return [r["env_steps"] for r in kept], [r[name] for r in kept]
+
+    returns.plot(*series("episode_return"), color="tab:blue", alpha=0.6,
+                 label="training episodes (mean of each logged call)")  # fmt: skip
     evaluated = [r for r in records if "eval" in r]
     if evaluated:
         _interval_bars(
@@ -256,7 +321,7 @@ def plot_return_curve(
             [
                 (r["eval"]["return_mean"], r["eval"]["return_low"], r["eval"]["return_high"])
                 for r in evaluated
-            ],
+            ],  # fmt: skip
             color="tab:orange",
             marker="o",
             capsize=3,
@@ -265,12 +330,6 @@ def plot_return_curve(
     returns.set(xlabel="environment steps", ylabel="episode return", title="return")
     if records:
         returns.legend(fontsize="small")
-
-    def series(name: str) -> tuple[list[Any], list[Any]]:
-        # A policy algorithm's records without this loss leave its panel empty.
-        kept = [r for r in records if name in r]
-        return [r["env_steps"] for r in kept], [r[name] for r in kept]
-
     value.plot(*series("value_loss"), color="tab:green")
     value.set(xlabel="environment steps", title="value loss (mean over each logged call)")
     for name in ("policy_loss", "entropy"):
@@ -279,20 +338,22 @@ def plot_return_curve(
     if any("policy_loss" in r or "entropy" in r for r in records):
         policy.legend(fontsize="small")
     for axes in (returns, value, policy):
-        axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+        _steps_formatter(axes)
     _title(figure, records, title)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    _save(figure, path)
 
 
 # Agents told apart by marker and line style as well as colour, and drawn side by side
 # (a small shift along x), so that equal scores do not hide one another.
-_AGENT_STYLES = {
-    "search": {"color": "tab:blue", "marker": "o", "linestyle": "-"},
-    "network": {"color": "tab:orange", "marker": "s", "linestyle": "--"},
+_AGENT_STYLES = {  # label, colour, marker, line style
+    "search": ("network + search", "tab:blue", "o", "-"),
+    "network": ("network alone (policy argmax)", "tab:orange", "s", "--"),
 }
-_OTHER_STYLE = {"color": "tab:green", "marker": "^", "linestyle": ":"}
-_AGENT_LABELS = {"search": "network + search", "network": "network alone (policy argmax)"}
+
+
+def _agent_style(agent: str) -> dict[str, Any]:
+    label, color, marker, linestyle = _AGENT_STYLES.get(agent, (agent, "tab:green", "^", ":"))
+    return {"capsize": 3, "label": label, "color": color, "marker": marker, "linestyle": linestyle}
 
 
 def plot_learning_curve(
@@ -301,30 +362,14 @@ def plot_learning_curve(
     """An AlphaZero run at a glance: losses (left), and one panel per evaluation opponent
     with every agent's score and 95% interval (the untrained agent's at iteration 0),
     against iteration (and environment steps, on top)."""
-    plt = _pyplot()
     evaluated = [r for r in records if "eval" in r]
     agents = list(dict.fromkeys(a for r in evaluated for a in r["eval"]))
     opponents = list(dict.fromkeys(o for r in evaluated for a in r["eval"].values() for o in a))
     panels = max(len(opponents), 1)
-    figure, axes = plt.subplots(
-        1,
-        1 + panels,
-        figsize=(4.2 * (1 + panels), 4.6),
-        constrained_layout=True,
-        squeeze=False,
-        sharex=True,
-    )
-    losses, score_axes = axes[0][0], axes[0][1:]
-    logged = [r for r in records if "loss" in r]
-    iterations = [r["iteration"] for r in logged]
-    for name in ("loss", "policy_loss", "value_loss"):
-        losses.plot(iterations, [r[name] for r in logged], label=name)
-    losses.set(xlabel="iteration", ylabel="loss", title="training loss")
-    if logged:
-        losses.legend(fontsize="small")
-    _steps_axis(losses, records)
-    last = max((r["iteration"] for r in records), default=1)
-    shift = 0.025 * max(last, 1)
+    figure, axes = _figure(1 + panels, (4.2 * (1 + panels), 4.6), squeeze=False, sharex=True)
+    score_axes = axes[0][1:]
+    _losses(axes[0][0], records)
+    shift = 0.025 * max(max((r["iteration"] for r in records), default=1), 1)
     for panel, spec in zip(score_axes, opponents or [None]):
         for number, agent in enumerate(agents):
             points = [(r["iteration"], r["eval"][agent][spec]) for r in evaluated
@@ -336,23 +381,15 @@ def plot_learning_curve(
                 panel,
                 [i + offset for i, _ in points],
                 [(p["score"], p["score_low"], p["score_high"]) for _, p in points],
-                capsize=3,
                 markersize=6,
-                label=_AGENT_LABELS.get(agent, agent),
-                **_AGENT_STYLES.get(agent, _OTHER_STYLE),
+                **_agent_style(agent),
             )
         if spec == "solver":
             # A perfect player draws every game against the solver: 0.5 is the best score.
             panel.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
-            panel.annotate(
-                "perfect play (all draws)",
-                (0, 0.5),
-                xycoords=("axes fraction", "data"),
-                xytext=(3, 3),
-                textcoords="offset points",
-                fontsize="x-small",
-                color="grey",
-            )
+            panel.annotate("perfect play (all draws)", (0, 0.5), xycoords=("axes fraction", "data"),
+                           xytext=(3, 3), textcoords="offset points", fontsize="x-small",
+                           color="grey")  # fmt: skip
         games = next((p["games"] for r in evaluated for a in r["eval"].values()
                       for o, p in a.items() if o == spec), None)  # fmt: skip
         panel.set(
@@ -367,8 +404,7 @@ def plot_learning_curve(
     if handles:
         figure.legend(handles, labels, loc="outside lower center", ncols=len(handles))
     _title(figure, records, title)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    _save(figure, path)
 
 
 def plot_episodes_curve(
@@ -376,16 +412,8 @@ def plot_episodes_curve(
 ) -> None:
     """A single-player AlphaZero run: losses (left) and every agent's mean return with its
     95% interval (right), against iteration (and environment steps, on top)."""
-    plt = _pyplot()
-    figure, (losses, returns) = plt.subplots(
-        1, 2, figsize=(10, 4.6), constrained_layout=True, sharex=True
-    )
-    logged = [r for r in records if "loss" in r]
-    for name in ("loss", "policy_loss", "value_loss"):
-        losses.plot([r["iteration"] for r in logged], [r[name] for r in logged], label=name)
-    losses.set(xlabel="iteration", ylabel="loss", title="training loss")
-    if logged:
-        losses.legend(fontsize="small")
+    figure, (losses, returns) = _figure(2, (10, 4.6), sharex=True)
+    _losses(losses, records)
     evaluated = [r for r in records if "eval" in r]
     for agent in dict.fromkeys(a for r in evaluated for a in r["eval"]):
         points = [(r["iteration"], r["eval"][agent]) for r in evaluated if agent in r["eval"]]
@@ -393,18 +421,14 @@ def plot_episodes_curve(
             returns,
             [i for i, _ in points],
             [(p["return_mean"], p["return_low"], p["return_high"]) for _, p in points],
-            capsize=3,
-            label=_AGENT_LABELS.get(agent, agent),
-            **_AGENT_STYLES.get(agent, _OTHER_STYLE),
+            **_agent_style(agent),
         )
     returns.set(xlabel="iteration", ylabel="episode return", title="evaluation (95% interval)")
     if evaluated:
         returns.legend(fontsize="small")
-    for axes in (losses, returns):
-        _steps_axis(axes, records)
+    _steps_axis(returns, records)
     _title(figure, records, title)
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    _save(figure, path)
 
 
 # ----------------------------------------------------------------------------- seeds
@@ -423,17 +447,14 @@ def mean_interval(values) -> tuple[float, float, float]:
     return mean, float(mean - half), float(mean + half)
 
 
-def seeds_interval(values: Sequence[float]) -> dict[str, Any]:
-    """The mean of one number over several seeds, with its 95% interval over the seeds
-    (`mean_interval`)."""
-    mean, low, high = mean_interval(values)
-    return {"mean": mean, "low": low, "high": high, "seeds": len(values)}
-
-
 def across_seeds(headlines: Sequence[dict[str, float]]) -> dict[str, dict[str, Any]]:
-    """Each number of several seeds' headlines (a recipe's `headline`) as its mean with a
-    95% interval over the seeds (`seeds_interval`)."""
-    return {name: seeds_interval([h[name] for h in headlines]) for name in headlines[0]}
+    """Each number of several seeds' headlines (an evaluator's `headline`) as its mean
+    with a 95% interval over the seeds (`mean_interval`)."""
+    intervals = {name: mean_interval([h[name] for h in headlines]) for name in headlines[0]}
+    return {
+        name: {"mean": mean, "low": low, "high": high, "seeds": len(headlines)}
+        for name, (mean, low, high) in intervals.items()
+    }
 
 
 def plot_seeds(
@@ -446,26 +467,19 @@ def plot_seeds(
     """Several seeds' evaluations against environment steps: one panel per number that
     `headline(eval)` gives, with every seed's curve (thin), their mean (thick) and the
     band from the lowest to the highest seed."""
-    plt = _pyplot()
-    from matplotlib.ticker import EngFormatter
-
     by_seed = {
         seed: [(r["env_steps"], headline(r["eval"])) for r in records if "eval" in r]
         for seed, records in runs.items()
     }
     names = list(next(iter(by_seed.values()))[0][1]) if all(by_seed.values()) else []
-    figure, panels = plt.subplots(
-        1, max(len(names), 1), figsize=(4.5 * max(len(names), 1) + 1, 4.2),
-        constrained_layout=True, squeeze=False,
-    )  # fmt: skip
+    columns = max(len(names), 1)
+    figure, panels = _figure(columns, (4.5 * columns + 1, 4.2), squeeze=False)
     # The steps every seed has evaluated at (all of them, as the seeds train together).
     common = sorted(set.intersection(*({s for s, _ in points} for points in by_seed.values())))
     for name, axes in zip(names, panels[0]):
-        for seed, points in by_seed.items():
-            axes.plot(
-                [s for s, _ in points], [h[name] for _, h in points], color="tab:blue",
-                alpha=0.3, linewidth=1,
-            )  # fmt: skip
+        for points in by_seed.values():
+            axes.plot([s for s, _ in points], [h[name] for _, h in points], color="tab:blue",
+                      alpha=0.3, linewidth=1)  # fmt: skip
         if common:
             table = np.array(
                 [[dict(points)[step][name] for step in common] for points in by_seed.values()]
@@ -475,8 +489,7 @@ def plot_seeds(
             axes.plot(common, table.mean(0), color="tab:blue", linewidth=2.5, label="mean")
             axes.legend(fontsize="small")
         axes.set(xlabel="environment steps", title=name)
-        axes.xaxis.set_major_formatter(EngFormatter(sep=""))
+        _steps_formatter(axes)
     seeds = sorted(runs)
     figure.suptitle(f"{title}: seeds {seeds[0]}-{seeds[-1]}", fontsize="medium")
-    figure.savefig(path, dpi=100)
-    plt.close(figure)
+    _save(figure, path)

@@ -33,7 +33,12 @@ def _timed(function, *args):
 def _check(preset, trainer, state, episodes: int) -> str:
     if isinstance(preset.recipe, azx.presets.PPORecipe):
         record = azx.run.evaluate_policy(
-            trainer, state, num_episodes=episodes, key=jax.random.key(0), greedy=False
+            preset.recipe,
+            trainer,
+            state,
+            num_episodes=episodes,
+            key=jax.random.key(0),
+            greedy=False,
         )
         low, high = record["return_low"], record["return_high"]
         return f"return {record['return_mean']:.1f} [{low:.1f}, {high:.1f}]"
