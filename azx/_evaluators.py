@@ -17,9 +17,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import equinox as eqx
 import jax
-import jax.numpy as jnp
 
 from . import arena, envs
 from ._errors import RunError
@@ -44,8 +42,6 @@ from ._report import (
     plot_return_curve,
 )
 from ._rundir import Run, load_run, split_checkpoint_spec
-from .muzero import MuZeroAgent
-from .search import ILLEGAL_LOGIT
 
 
 class AbstractEvaluator(abc.ABC):
@@ -301,37 +297,6 @@ def _run_opponent(spec: str, run: Run, agent: str, opening_plies: int):
     return f"run:{directory}@{other.iteration}", player
 
 
-class _SampledPolicy(arena.AbstractAgent):
-    """The network's policy, sampled: [`azx.arena.NetworkAgent`][] plays its argmax."""
-
-    net: Any
-
-    def init(self, env, batch_size):
-        return arena.NetworkAgent(self.net).init(env, batch_size)
-
-    def __call__(self, env, agent_state, env_state, *, key):
-        logits, _ = jax.vmap(self.net)(jax.vmap(env.observation)(env_state))
-        legal = jax.vmap(env.legal_action_mask)(env_state)
-        action = jax.random.categorical(key, jnp.where(legal, logits, ILLEGAL_LOGIT))
-        return action.astype(jnp.int32), agent_state
-
-    def observe(self, agent_state, action, done):
-        del action, done
-        return agent_state
-
-
-def _sampled(recipe: AbstractAgentRecipe, player: arena.AbstractAgent):
-    """The sampled counterpart of one of `recipe`'s greedy agents (None for an agent that
-    has none): its network's policy sampled, or its search with the training search's
-    exploration (as self-play runs it) and as many simulations."""
-    if isinstance(player, arena.NetworkAgent):
-        return _SampledPolicy(player.net)
-    if isinstance(player, arena.SearchAgent | MuZeroAgent):
-        search = recipe.make_search(num_simulations=player.search.num_simulations)
-        return eqx.tree_at(lambda agent: agent.search, player, search)
-    return None
-
-
 def _episodes_lines(results: dict[str, dict[str, Any]], indent: str = "") -> list[str]:
     return [
         f"{indent}{name}: {line}"
@@ -355,7 +320,10 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
             num_episodes=recipe.eval_games,
             key=key,
             on_agent=lambda agent: phase(f"evaluating {agent} ({recipe.eval_games} episodes)"),
-            sampled={kind: _sampled(recipe, agent) for kind, agent in agents.items()},
+            sampled={
+                kind: recipe.agent(state.net, kind, None, trainer.env, explore=True)
+                for kind in agents
+            },
         )
 
     def evaluation_lines(self, results):
@@ -388,7 +356,8 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
         agents = {name: player} | {
             spec: _opponent(spec, run.env) for spec in options["opponent"] or []
         }
-        sampled = {name: _sampled(self.recipe, player)}
+        explored = self.recipe.agent(run.net, agent, options["simulations"], run.env, explore=True)
+        sampled = {name: explored}
         results = evaluate_episodes(
             run.env, agents, num_episodes=episodes, key=key, sampled=sampled
         )

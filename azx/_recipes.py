@@ -100,9 +100,23 @@ class AbstractAgentRecipe(AbstractRecipe):
 
     @abc.abstractmethod
     def agent(
-        self, net, kind: str, num_simulations: int | None, env: envs.AbstractEnv
-    ) -> arena.AbstractAgent:
-        """The arena agent of `kind` (one of `agent_kinds`) playing `net` in `env`."""
+        self,
+        net,
+        kind: str,
+        num_simulations: int | None,
+        env: envs.AbstractEnv,
+        *,
+        explore: bool = False,
+    ) -> arena.AbstractAgent | None:
+        """The arena agent of `kind` (one of `agent_kinds`) playing `net` in `env`: greedy,
+        or with `explore` its sampled counterpart (None for a kind without one)."""
+
+    def agent_search(self, num_simulations: int | None, explore: bool) -> search.AbstractSearch:
+        """A search agent's search: the evaluation search (with `num_simulations` if
+        given), or with `explore` the training search with as many simulations."""
+        overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
+        greedy = self.make_eval_search(**overrides)
+        return self.make_search(num_simulations=greedy.num_simulations) if explore else greedy
 
     def check(self) -> None:
         """`ValueError` for settings that do not fit together (at construction)."""
@@ -149,15 +163,18 @@ class AbstractAgentRecipe(AbstractRecipe):
             return eqx.tree_at(lambda t: t.search.backend, trainer, search.LockstepBackend())
         return trainer
 
-    def network_agent(self, net, kind: str, env: envs.AbstractEnv) -> arena.AbstractAgent:
-        """The agents without a search: `"network"` (argmax of the policy) and
-        `"full-move"` (the value over the roll's whole moves, backgammon only)."""
+    def network_agent(
+        self, net, kind: str, env: envs.AbstractEnv, explore: bool = False
+    ) -> arena.AbstractAgent | None:
+        """The agents without a search: `"network"` (argmax of the policy, or with
+        `explore` the policy sampled) and `"full-move"` (the value over the roll's whole
+        moves, backgammon only; no sampled counterpart)."""
         if kind not in self.agent_kinds:
             raise RunError(unknown_agent("agent", kind, self.agent_kinds))
         if kind == "full-move":
             check_full_move(env, "agent 'full-move'", RunError)
-            return arena.ValueMoveAgent(net, env)
-        return arena.NetworkAgent(net)
+            return None if explore else arena.ValueMoveAgent(net, env)
+        return arena.NetworkAgent(net, sample=explore)
 
 
 def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:

@@ -12,7 +12,8 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from . import arena, ppo
+from . import arena
+from ._episodes import EvaluationResult
 from .envs import AbstractEnv
 
 
@@ -147,25 +148,7 @@ def describe_episodes(record: dict[str, Any]) -> str:
     )
 
 
-def play_episodes(trainer, state, num_episodes: int, key, greedy: bool) -> ppo.EvaluationResult:
-    """`num_episodes` episodes of a PPO state's policy ([`azx.ppo.evaluate`][]), with the
-    observation statistics it was trained with."""
-    stats = state.observation_stats if trainer.config.normalize_observations else None
-    return _evaluate_episodes(
-        trainer.env,
-        state.net,
-        num_episodes=num_episodes,
-        key=key,
-        greedy=greedy,
-        observation_stats=stats,
-        action_distribution=trainer.config.action_distribution,
-    )
-
-
-_evaluate_episodes = eqx.filter_jit(ppo.evaluate)
-
-
-def return_record(result: ppo.EvaluationResult, *, greedy: bool) -> dict[str, Any]:
+def return_record(result: EvaluationResult, *, greedy: bool) -> dict[str, Any]:
     """Episode returns summarised as a JSON-ready dict: mean, 95% interval, lengths."""
     low, high = result.return_interval()
     return {

@@ -13,7 +13,7 @@ from _tiers import slow_repeats
 from jaxtyping import Array, Bool, Float, Int
 
 import azx
-from azx._evaluators import _sampled, evaluator
+from azx._evaluators import evaluator
 from azx._report import describe_episodes, describe_sampled
 
 
@@ -117,7 +117,8 @@ def test_greedy_agents_of_a_fixed_start_are_judged_sampled(algorithm):
         assert np.all(_returns(trainer.env, greedy) == record["greedy_return"])
         # The record is its sampled counterpart's episodes (the policy sampled; the search
         # with its training exploration), on the same key.
-        sampled = _returns(trainer.env, _sampled(recipe, greedy))
+        explored = recipe.agent(state.net, kind, None, trainer.env, explore=True)
+        sampled = _returns(trainer.env, explored)
         assert record["player"] == "sampled"
         assert record["return_mean"] == pytest.approx(sampled.mean())
         assert (record["return_min"], record["return_max"]) == (sampled.min(), sampled.max())

@@ -68,11 +68,10 @@ class AlphaZeroRecipe(AbstractAgentRecipe):
     def progress(self, record):
         return f"loss {record['loss']:.3f} | {record['selfplay_steps_per_s']:.0f} moves/s"
 
-    def agent(self, net, kind, num_simulations, env):
+    def agent(self, net, kind, num_simulations, env, *, explore=False):
         if kind != "search":
-            return self.network_agent(net, kind, env)
-        overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
-        return arena.SearchAgent(net, self.make_eval_search(**overrides))
+            return self.network_agent(net, kind, env, explore)
+        return arena.SearchAgent(net, self.agent_search(num_simulations, explore))
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
         raise RunError("episodes need a PPO run; this is an AlphaZero run")

@@ -134,16 +134,20 @@ class GreedyAgent(AbstractAgent):
 
 
 class NetworkAgent(AbstractAgent):
-    """The network alone: plays the legal action with the largest policy logit."""
+    """The network alone: plays the legal action with the largest policy logit, or with
+    `sample`, an action drawn from the policy over the legal actions."""
 
     net: Any
+    sample: bool = eqx.field(static=True)
 
-    def __init__(self, net: Any):
+    def __init__(self, net: Any, sample: bool = False):
         """**Arguments:**
 
         - `net`: a callable mapping ONE observation to `(logits, value)`.
+        - `sample`: draw the action from the policy instead of taking its argmax.
         """
         self.net = net
+        self.sample = sample
 
     def init(self, env: AbstractEnv, batch_size: int) -> _Stateless:
         return _stateless(batch_size)
@@ -151,9 +155,11 @@ class NetworkAgent(AbstractAgent):
     def __call__(
         self, env: AbstractEnv, agent_state: _Stateless, env_state: EnvState, *, key: PRNGKey
     ) -> tuple[Int[Array, " batch"], _Stateless]:
-        del key  # deterministic: ties go to the lowest action index
         logits, _ = jax.vmap(self.net)(jax.vmap(env.observation)(env_state))
         masked = jnp.where(legal_mask(env, env_state), logits, ILLEGAL_LOGIT)
+        if self.sample:
+            return jax.random.categorical(key, masked).astype(jnp.int32), agent_state
+        # Deterministic: ties go to the lowest action index.
         return jnp.argmax(masked, axis=-1).astype(jnp.int32), agent_state
 
     def observe(self, agent_state, action, done):

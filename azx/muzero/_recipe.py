@@ -76,11 +76,10 @@ class MuZeroRecipe(AbstractAgentRecipe):
     def progress(self, record):
         return return_progress(record)  # the self-play return and speed, as PPO's
 
-    def agent(self, net, kind, num_simulations, env):
+    def agent(self, net, kind, num_simulations, env, *, explore=False):
         if kind != "search":
-            return self.network_agent(net, kind, env)
-        overrides = {} if num_simulations is None else {"num_simulations": num_simulations}
-        return MuZeroAgent(net, self.make_eval_search(**overrides))
+            return self.network_agent(net, kind, env, explore)
+        return MuZeroAgent(net, self.agent_search(num_simulations, explore))
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
         # The search without its exploration unless sampling is asked for (greedy=False).
