@@ -6,11 +6,11 @@ than the guide can afford, and judged by the game's exact solution.
 The game, its exact solution, the judge (`optimal`) and the exact player come from the
 guide's own code blocks, run here as they are, so that the benchmark measures the
 guide's game. Training is the guide's, with `--iterations`. Printed: the share of the
-positions where the choice matters (both moves legal, winning chances at least 0.01
-apart) where the network alone, and the network with a noiseless search of 64 and of
-256 simulations, plays a best move; and a match of `--games` games of the network with
-the 64-simulation search against the exact player, with the 95% interval of its score
-(0.5 is what the exact player scores against itself).
+positions where the choice matters (both moves legal, winning chances at least 0.01,
+0.02, 0.05 and 0.1 apart) where the network alone, and the network with a noiseless
+search of 64 and of 256 simulations, plays a best move; and a match of `--games` games
+of the network with the 64-simulation search against the exact player, with the 95%
+interval of its score (0.5 is what the exact player scores against itself).
 """
 
 import argparse
@@ -70,14 +70,17 @@ def main() -> None:
 
     batch = jax.tree.leaves(positions)[0].shape[0]
     logits, _ = jax.vmap(net)(jax.vmap(env.observation)(positions))
-    print(f"network alone: a best move in {optimal(jnp.argmax(logits, axis=-1)):.1%}")
+    players = {"network alone": jnp.argmax(logits, axis=-1)}
     for simulations in (64, 256):
         judged = azx.search.make("gumbel", simulations, gumbel_scale=0.0, max_depth=2)
         searched = judged(net, env, judged.init(env, batch), positions, key=jax.random.key(2))
-        print(
-            f"network + search ({simulations} simulations): a best move in "
-            f"{optimal(searched.action):.1%}"
+        players[f"network + search ({simulations} simulations)"] = searched.action
+    for name, actions in players.items():
+        shares = ", ".join(
+            f"margin >= {at_least}: {optimal(actions, at_least):.1%}"
+            for at_least in (0.01, 0.02, 0.05, 0.1)
         )
+        print(f"{name}: a best move in {shares}")
     judged = azx.search.make("gumbel", 64, gumbel_scale=0.0, max_depth=2)
     result = eqx.filter_jit(azx.arena.play_match)(
         env,
