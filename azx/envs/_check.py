@@ -78,10 +78,10 @@ def check_env(
        rewards, terminated, truncated, player), so outcomes that give the same state are
        counted together. Every sampled state must be one an outcome of positive
        probability gives, and each outcome's count must pass an exact two-sided binomial
-       test against its probability at level `1e-6` divided by the number of outcomes
+       test against its probability at level `1e-6` divided by the number of counts
        tested (Bonferroni): a correct game fails it with probability below `1e-6`, while
        a count `chance_samples * p` off by about `6 * sqrt(chance_samples * p * (1 - p))`
-       or more is caught (about 7.5% of the steps at `p = 1/2` and 1000 samples).
+       or more is caught (about 95 of 1000 steps at `p = 1/2`).
     8. At up to 16 afterstates without chance, `step` is deterministic: each of
        `chance_samples` keys gives the state `apply_outcome(afterstate, 0)` gives.
     9. At up to 16 finished (terminated or truncated) states, every outcome of positive
@@ -584,7 +584,8 @@ def _check_chance(
     except Exception as error:
         raise _fail(name, f"the chance methods fail under jax.jit and jax.vmap: {error}") from error
     applied, stepped, drawn = np.asarray(applied), np.asarray(stepped), np.asarray(drawn)
-    num_tests = max(1, len(picked["chance"]) * env.num_outcomes)
+    # Two counts (step's and sample_outcome's) per outcome and tested afterstate.
+    num_tests = max(1, 2 * len(picked["chance"]) * env.num_outcomes)
     level = _FALSE_ALARM / num_tests
     kind_of_row = [kind for kind, some in picked.items() for _ in some]
     for index, (row, kind) in enumerate(zip(rows, kind_of_row, strict=True)):
