@@ -7,7 +7,6 @@ adapter's probabilities (chi-square goodness of fit at significance 0.001; the s
 fixed, so each test is deterministic).
 """
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -207,15 +206,12 @@ def test_bad_outcomes_and_games_without_chance_are_errors():
     for outcome in (-1, 32):
         with pytest.raises(ValueError, match=rf"must lie in \[0, 32\), got {outcome}"):
             env.apply_outcome(after, jnp.int32(outcome))
-    # Computed inside jit: a run-time error with the same message (jax.jit reports it as
-    # its own JaxRuntimeError, equinox.filter_jit as an EquinoxRuntimeError).
-    for jit, error in (
-        (jax.jit, jax.errors.JaxRuntimeError),
-        (eqx.filter_jit, eqx.EquinoxRuntimeError),
-    ):
-        with pytest.raises(error, match=r"must lie in \[0, 32\)"):
-            jax.block_until_ready(jit(env.apply_outcome)(after, jnp.int32(32)))
+    # Computed inside jit: a state with NaN rewards (no host callback, see
+    # test_a_checked_outcome_keeps_the_program_cacheable).
     apply = jax.jit(env.apply_outcome)
+    for outcome in (-1, 32):
+        assert np.isnan(np.asarray(env.rewards(apply(after, jnp.int32(outcome))))).all()
+    assert np.isfinite(np.asarray(env.rewards(apply(after, jnp.int32(31))))).all()
     assert bool(env.terminated(apply(after, jnp.int32(31)))) in (True, False)
     tic_tac_toe = azx.envs.make("tic_tac_toe")
     with pytest.raises(ValueError, match="'tic_tac_toe' does not expose chance"):
@@ -319,3 +315,64 @@ def test_backgammon_unary_encoding_of_a_hand_built_position():
     expected[192:196] = 1.0, 0.5, 8 / 15, 5 / 15  # bars (halved), borne off (over 15)
     expected[196:] = 0, 0, 0, 2, 0, 0
     np.testing.assert_allclose(features, expected, rtol=1e-6)
+
+
+def _cache_events_of_a_second_compile(function, *args) -> list[str]:
+    """Compile `function` twice, with JAX's in-memory caches dropped in between: what the
+    persistent compilation cache records in the second compile (a request, then a hit, or
+    a write, which JAX records as a miss, or neither where it refuses to store it)."""
+    events = []
+
+    def listen(event, **_):
+        if event.startswith("/jax/compilation_cache/"):
+            events.append(event.rsplit("/", 1)[-1])
+
+    min_time = jax.config.jax_persistent_cache_min_compile_time_secs
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    try:
+        jax.jit(function).lower(*args).compile()
+        jax.clear_caches()
+        jax.monitoring.register_event_listener(listen)
+        try:
+            jax.jit(function).lower(*args).compile()
+        finally:
+            jax.monitoring.unregister_event_listener(listen)
+    finally:
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", min_time)
+    return events
+
+
+def test_a_checked_outcome_keeps_the_program_cacheable():
+    # The tests' conftest gives every run a persistent compilation cache.
+    assert jax.config.jax_compilation_cache_dir
+    env = azx.envs.make("2048")
+    state = env.init(jax.random.key(0))
+    after = env.afterstate(state, jnp.argmax(env.legal_action_mask(state)))
+    outcome = jnp.int32(3)
+
+    def checked(after, outcome):  # apply_outcome checks with validate_outcome
+        return env.rewards(env.apply_outcome(after, outcome))
+
+    def raising(after, outcome):  # a host callback raises on a bad outcome
+        return checked(after, azx.envs._chance.check_outcome(outcome, env.num_outcomes))
+
+    events = _cache_events_of_a_second_compile(checked, after, outcome)
+    assert events.count("compile_requests_use_cache") == 1 and "cache_hits" in events
+    # JAX writes no program with a host callback to the cache: it compiles again.
+    events = _cache_events_of_a_second_compile(raising, after, outcome)
+    assert "compile_requests_use_cache" in events and "cache_hits" not in events
+
+
+def test_validate_outcome():
+    index, valid = azx.envs.validate_outcome(jnp.int32(4), 6)
+    assert int(index) == 4 and bool(valid)
+    with pytest.raises(ValueError, match=r"must lie in \[0, 6\), got 6"):
+        azx.envs.validate_outcome(jnp.asarray([0, 6]), 6)
+
+    @jax.jit
+    def traced(outcome):
+        return azx.envs.validate_outcome(outcome, 6)
+
+    index, valid = traced(jnp.asarray([-2, 0, 5, 6, 9], jnp.int32))
+    np.testing.assert_array_equal(index, [0, 0, 5, 5, 5])
+    np.testing.assert_array_equal(valid, [False, True, True, False, False])

@@ -6,7 +6,11 @@ from ._abstract import (
     DiscreteActions as DiscreteActions,
 )
 from ._brax import BraxEnv as BraxEnv, BraxState as BraxState
-from ._chance import AbstractChanceEnv as AbstractChanceEnv, require_chance as require_chance
+from ._chance import (
+    AbstractChanceEnv as AbstractChanceEnv,
+    require_chance as require_chance,
+    validate_outcome as validate_outcome,
+)
 from ._check import check_env as check_env
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._memory import CueMemory as CueMemory

@@ -5,7 +5,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, Bool, Float, Int, PyTree
+from jaxtyping import Array, ArrayLike, Bool, Float, Int, PyTree
 
 from .._types import EnvState, PRNGKey
 from ._abstract import AbstractEnv
@@ -59,13 +59,14 @@ class AbstractChanceEnv(AbstractEnv):
     def apply_outcome(self, afterstate: Afterstate, outcome: Int[Array, ""]) -> EnvState:
         """The state after chance picks `outcome` at `afterstate`.
 
-        An `outcome` outside `[0, num_outcomes)` is an error: a `ValueError` when it is
-        known at trace time; when it is computed inside a jitted function, an error at run
-        time with the same message (`equinox.filter_jit` raises it as an
-        `equinox.EquinoxRuntimeError`, `jax.jit` as a `jax.errors.JaxRuntimeError`). An
-        outcome in range that has probability zero gives a state of the right shape that
-        the game cannot reach, so a search may build every outcome's child with `jax.vmap`
-        and ignore the masked ones."""
+        An `outcome` outside `[0, num_outcomes)` is the caller's mistake: a `ValueError`
+        when it is known at trace time; when it is computed inside a jitted function, a
+        state of the right shape with NaN rewards. [`azx.envs.validate_outcome`][] does
+        both without a host callback, which would keep every compiled search over the game
+        out of JAX's persistent compilation cache. An outcome in range that has
+        probability zero gives a state of the right shape that the game cannot reach, so a
+        search may build every outcome's child with `jax.vmap` and ignore the masked
+        ones."""
 
     def chance_outcome_mask(self, afterstate: Afterstate) -> Bool[Array, " num_outcomes"]:
         """Which outcomes can happen at `afterstate` (those of positive probability)."""
@@ -78,16 +79,58 @@ class AbstractChanceEnv(AbstractEnv):
         return jax.random.categorical(key, logits).astype(jnp.int32)
 
 
+def _check_known(outcome: Any, num_outcomes: int) -> None:
+    """A `ValueError` for a known (not traced) outcome outside `[0, num_outcomes)`."""
+    if isinstance(outcome, jax.core.Tracer):
+        return
+    values = np.asarray(outcome)
+    bad = values[(values < 0) | (values >= num_outcomes)]
+    if bad.size:
+        raise ValueError(
+            f"a chance outcome must lie in [0, {num_outcomes}), got {int(bad.flat[0])}"
+        )
+
+
+def validate_outcome(
+    outcome: Int[ArrayLike, "*batch"], num_outcomes: int
+) -> tuple[Int[Array, "*batch"], Bool[Array, "*batch"]]:
+    """Check a chance outcome in `apply_outcome`: an index into the game's outcomes that is
+    always in bounds, and whether `outcome` was one.
+
+    A known outcome (not traced) outside `[0, num_outcomes)` is a `ValueError` at once. A
+    traced one cannot raise without a host callback (`equinox.error_if` makes one), and
+    JAX's persistent compilation cache does not store a program with a host callback:
+    every compiled search over the game would then compile again in each new process.
+    Instead the outcome is clipped into the range and `valid` is false, and the game marks
+    the state it returns as invalid there. azx's games give it NaN rewards
+    (`jnp.where(valid, rewards, jnp.nan)`), which a search backs up as NaN values and
+    [`azx.envs.check_env`][] reports as non-finite.
+
+    **Arguments:**
+
+    - `outcome`: one outcome, or a batch.
+    - `num_outcomes`: the game's `num_outcomes`.
+
+    **Returns:** `(index, valid)`: `outcome` clipped into `[0, num_outcomes)` (int32), and
+    where it lay in that range already.
+
+    **Raises:** `ValueError` naming the first known outcome outside the range.
+    """
+    _check_known(outcome, num_outcomes)
+    outcome = jnp.asarray(outcome)
+    valid = (outcome >= 0) & (outcome < num_outcomes)
+    return jnp.clip(outcome, 0, num_outcomes - 1).astype(jnp.int32), valid
+
+
 def check_outcome(outcome: Int[Array, "*batch"], num_outcomes: int) -> Int[Array, "*batch"]:
     """`outcome` (one, or a batch), checked to lie in `[0, num_outcomes)`: a `ValueError`
-    now when it is known, an error at run time when it is traced."""
-    message = f"a chance outcome must lie in [0, {num_outcomes})"
+    now when it is known, an error at run time when it is traced. The run-time error is a
+    host callback (`equinox.error_if`), which keeps the compiled program out of JAX's
+    persistent compilation cache; games check with [`azx.envs.validate_outcome`][]."""
+    _check_known(outcome, num_outcomes)
     if not isinstance(outcome, jax.core.Tracer):
-        values = np.asarray(outcome)
-        bad = values[(values < 0) | (values >= num_outcomes)]
-        if bad.size:
-            raise ValueError(f"{message}, got {int(bad.flat[0])}")
         return outcome
+    message = f"a chance outcome must lie in [0, {num_outcomes})"
     return eqx.error_if(outcome, (outcome < 0) | (outcome >= num_outcomes), message)
 
 

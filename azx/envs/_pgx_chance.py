@@ -16,7 +16,7 @@ from jaxtyping import Array, Bool, Float, Int, Shaped
 from .._numerics import third_party_numerics
 from .._types import EnvState, PRNGKey
 from ._abstract import AbstractEnv
-from ._chance import AbstractChanceEnv, check_outcome
+from ._chance import AbstractChanceEnv, validate_outcome
 from ._pgx import PgxEnv, mark_truncated
 from ._symmetry import Symmetry
 
@@ -187,16 +187,17 @@ class Pgx2048(_AbstractPgxChanceEnv):
         return jnp.where(afterstate.chance, probabilities, one_state)
 
     def apply_outcome(self, afterstate: _Afterstate2048, outcome: Int[Array, ""]) -> EnvState:
-        outcome = check_outcome(outcome, self.num_outcomes)
+        outcome, valid = validate_outcome(outcome, self.num_outcomes)
         state = afterstate.state
         tile = state._board.at[outcome % 16].set(outcome // 16 + 1)
         board = jnp.where(afterstate.chance, tile, state._board)
         legal = jnp.where(afterstate.moved, _legal_moves_2048(board), state.legal_action_mask)
         terminated = jnp.where(afterstate.moved, ~jnp.any(legal), state.terminated)
         terminated = terminated | afterstate.illegal
+        rewards = jnp.where(afterstate.illegal, -1.0, state.rewards)
         state = state.replace(
             _board=board,
-            rewards=jnp.where(afterstate.illegal, -1.0, state.rewards),
+            rewards=jnp.where(valid, rewards, jnp.nan),
             terminated=terminated,
             # pgx marks every action legal once the game has ended.
             legal_action_mask=legal | terminated,
@@ -334,7 +335,7 @@ class PgxBackgammon(_AbstractPgxChanceEnv):
         return jnp.where(afterstate.chance, jnp.asarray(_ROLL_PROBABILITIES), one_state)
 
     def apply_outcome(self, afterstate: _AfterstateBackgammon, outcome: Int[Array, ""]) -> EnvState:
-        outcome = check_outcome(outcome, self.num_outcomes)
+        outcome, valid = validate_outcome(outcome, self.num_outcomes)
         state = afterstate.state
         dice = jnp.asarray(_ROLLS)[outcome]
         playable = jnp.where(
@@ -344,7 +345,8 @@ class PgxBackgammon(_AbstractPgxChanceEnv):
         rolled = state.replace(_dice=dice, _playable_dice=playable, legal_action_mask=legal)
         rolled = self._observe(rolled)
         unrolled = mark_truncated(state, self.max_episode_steps)
-        return jax.tree.map(lambda r, u: jnp.where(afterstate.chance, r, u), rolled, unrolled)
+        state = jax.tree.map(lambda r, u: jnp.where(afterstate.chance, r, u), rolled, unrolled)
+        return state.replace(rewards=jnp.where(valid, state.rewards, jnp.nan))
 
 
 ADAPTER_OPTIONS = {"backgammon": ("encoding",)}
