@@ -313,6 +313,15 @@ def test_critic_learning_rate_moves_only_the_critic_when_the_actor_rate_is_tiny(
         )
 
 
+def test_without_an_entropy_bonus_the_entropy_is_measured_before_the_updates(pendulum):
+    # A Normal with a state-independent log-std (initially 0) has entropy
+    # 0.5 * log(2 pi e) whatever the observation; the updates then move the log-std.
+    trainer, state = _continuous_trainer(pendulum, "normal", entropy_coef=0.0)
+    state = eqx.filter_jit(trainer.step)(state, jax.random.key(2))
+    np.testing.assert_allclose(state.metrics.entropy, 0.5 * np.log(2 * np.pi * np.e), rtol=1e-6)
+    assert not np.array_equal(state.params.log_std, 0.0)
+
+
 def test_reward_scale_scales_the_rewards_the_advantages_see():
     env = Countdown(max_length=6, limit=4)
     plain = azx.ppo.PPO(env, azx.ppo.Config(num_envs=4, rollout_length=8, num_minibatches=2))
