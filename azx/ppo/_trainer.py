@@ -590,7 +590,8 @@ class PPO(AbstractTrainer[TrainState]):
 
     def update(self, state: TrainState, minibatch: Minibatch) -> tuple[TrainState, LossParts]:
         """One gradient step on one minibatch; the loss parts are means over the
-        minibatch of every shard."""
+        minibatch of every shard (the entropy 0 when `entropy_coef` is 0: the loss leaves
+        it out, and `learn` measures it once)."""
         config = self.config
         advantage = minibatch.advantage
         count = self.sum_over_shards(jnp.float32(advantage.size))
