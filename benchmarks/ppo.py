@@ -3,7 +3,8 @@ the same configuration, continuous PPO against rejax's, and the recurrent system
 beside a feed-forward one.
 
     python -m benchmarks.ppo [--repeats 9] [--iterations 10] [--skip-continuous]
-                             [--skip-recurrent] [--seed002-only] [--json PATH]
+                             [--skip-recurrent] [--seed002-only] [--pendulum-only]
+                             [--json PATH]
 
 Feed-forward: CartPole-v1 with purejaxrl's configuration (4 environments x 128 steps, 4
 epochs x 4 minibatches, 64x64 tanh, a constant learning rate since rejax does not anneal
@@ -20,9 +21,15 @@ twice: with truncation treated as termination, which is what both references do,
 with its default bootstrap from a truncated episode's final observation (one more network
 call per step).
 
-Continuous: Pendulum-v1 (`_reference.REJAX_PENDULUM`), azx's clipped Normal with a
-state-independent log standard deviation against rejax's Gaussian policy, which is the
-same, timed in turns the same way.
+Continuous: the `ppo_pendulum` preset as it is (tanh-squashed Normal, state-independent
+log-std, standardised observations, rewards x 0.1, the learning rate annealed over 488
+iterations, 16 environments x 128 steps, 10 epochs x 16 minibatches, 64x64 tanh), and the
+same with a clipped Normal, against a one-program PPO written the way purejaxrl writes its
+continuous PPO (`one_program_continuous_ppo`, in this process: jax, flax, optax and
+gymnax are all azx's own) on the same settings, timed in turns the same way. Then
+Pendulum-v1 (`_reference.REJAX_PENDULUM`), azx's clipped Normal against rejax's Gaussian
+policy, which is the same, timed in turns the same way (`--pendulum-only` skips it, and
+everything else that needs the reference environment).
 
 Recurrent: MiniGrid-Empty-6x6 with the `ppo_minigrid` preset's configuration, its GRU
 network against a feed-forward `ActorCritic` on the same configuration, timed in turns the
@@ -193,6 +200,232 @@ def feed_forward(repeats: int, iterations: int) -> list[dict]:
     return _against_references("CartPole-v1", runners, references, repeats, iterations)
 
 
+def one_program_continuous_ppo(config: azx.ppo.Config, iterations: int):
+    """purejaxrl's continuous PPO (`ppo_continuous_action.py`) written for this benchmark
+    on `config`'s settings: `train(key)` builds the network, the optimiser and the
+    Pendulum-v1 environments and runs `iterations` training iterations, all inside one
+    jitted program. Separate tanh actor and critic torsos with orthogonal initialisation;
+    a Normal with a learned state-independent log-std, its sample clipped to the bounds
+    on its way to the environment, and its entropy in the loss (weighted by
+    `entropy_coef`); observations standardised by running statistics updated every step
+    (purejaxrl's `NormalizeVecObservation`); rewards scaled by `reward_scale`; the
+    learning rate annealed linearly over `anneal_iterations`; Adam after global-norm
+    clipping; clipped values; the advantage standardised per minibatch; done treated as
+    termination; one permutation of all samples per epoch."""
+    import flax.linen as nn
+    import gymnax
+    import jax.numpy as jnp
+    import numpy as np
+    import optax
+    from flax.linen.initializers import constant, orthogonal
+
+    env, env_params = gymnax.make("Pendulum-v1")
+    space = env.action_space(env_params)
+    low, high = jnp.asarray(space.low, jnp.float32), jnp.asarray(space.high, jnp.float32)
+    action_size = int(np.prod(space.shape))
+    observation_shape = env.observation_space(env_params).shape
+    envs, steps = config.num_envs, config.rollout_length
+    epochs, minibatches = config.num_epochs, config.num_minibatches
+    gamma, lam, clip_eps = config.gamma, config.gae_lambda, config.clip_eps
+    samples = envs * steps
+    log_sqrt_2pi = 0.5 * np.log(2 * np.pi)
+
+    class Network(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            def torso(h):
+                for _ in range(2):
+                    h = nn.Dense(64, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(h)
+                    h = jnp.tanh(h)
+                return h
+
+            mean = nn.Dense(action_size, kernel_init=orthogonal(0.01), bias_init=constant(0.0))(
+                torso(x)
+            )
+            log_std = self.param("log_std", constant(0.0), (action_size,))
+            value = nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))(torso(x))
+            return (mean, log_std), value[..., 0]
+
+    def log_prob(policy, action):
+        mean, log_std = policy
+        z = (action - mean) * jnp.exp(-log_std)
+        return jnp.sum(-0.5 * jnp.square(z) - log_std - log_sqrt_2pi, axis=-1)
+
+    def entropy(policy):
+        return jnp.sum(0.5 + log_sqrt_2pi + policy[1]) * jnp.ones(policy[0].shape[:-1])
+
+    network = Network()
+    updates_per_iteration = epochs * minibatches
+
+    def learning_rate(count):
+        frac = 1.0 - (count // updates_per_iteration) / config.anneal_iterations
+        return config.learning_rate * frac
+
+    optimiser = optax.chain(
+        optax.clip_by_global_norm(config.max_grad_norm),
+        optax.adam(learning_rate, eps=config.adam_eps),
+    )
+
+    def normalise(stats, observation):
+        # purejaxrl's NormalizeVecObservation: running moments over every step's batch.
+        mean, var, count = stats
+        batch_mean, batch_var = observation.mean(0), observation.var(0)
+        delta, total = batch_mean - mean, count + envs
+        mean = mean + delta * envs / total
+        m2 = var * count + batch_var * envs + jnp.square(delta) * count * envs / total
+        stats = (mean, m2 / total, total)
+        return stats, (observation - stats[0]) / jnp.sqrt(stats[1] + 1e-8)
+
+    def loss(params, batch):
+        observation, action, old_log_prob, old_value, advantage, target = batch
+        policy, value = network.apply(params, observation)
+        new_log_prob = log_prob(policy, action)
+        clipped_value = old_value + jnp.clip(value - old_value, -clip_eps, clip_eps)
+        value_loss = (
+            0.5 * jnp.maximum(jnp.square(value - target), jnp.square(clipped_value - target)).mean()
+        )
+        advantage = (advantage - advantage.mean()) / (advantage.std() + 1e-8)
+        ratio = jnp.exp(new_log_prob - old_log_prob)
+        surrogate = jnp.minimum(
+            ratio * advantage, jnp.clip(ratio, 1 - clip_eps, 1 + clip_eps) * advantage
+        )
+        return (
+            -surrogate.mean()
+            + config.value_coef * value_loss
+            - config.entropy_coef * entropy(policy).mean()
+        )
+
+    def iteration(carry, _):
+        params, opt_state, env_state, observation, stats, key = carry
+
+        def env_step(carry, _):
+            env_state, observation, stats, key = carry
+            key, action_key, step_key = jax.random.split(key, 3)
+            policy, value = network.apply(params, observation)
+            action = policy[0] + jnp.exp(policy[1]) * jax.random.normal(action_key, policy[0].shape)
+            # gymnax 1.x: terminated and truncated apart; purejaxrl ends on either.
+            next_observation, env_state, reward, terminated, truncated, _ = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None)
+            )(jax.random.split(step_key, envs), env_state, jnp.clip(action, low, high), env_params)
+            done = terminated | truncated
+            stats, next_observation = normalise(stats, next_observation)
+            transition = (
+                observation,
+                action,
+                log_prob(policy, action),
+                value,
+                reward * config.reward_scale,
+                done.astype(jnp.float32),
+            )
+            return (env_state, next_observation, stats, key), transition
+
+        (env_state, observation, stats, key), trajectory = jax.lax.scan(
+            env_step, (env_state, observation, stats, key), None, steps
+        )
+        obs, action, old_log_prob, value, reward, done = trajectory
+        last_value = network.apply(params, observation)[1]
+
+        def gae_step(carry, transition):
+            advantage, next_value = carry
+            value, reward, done = transition
+            keep = 1.0 - done
+            delta = reward + gamma * next_value * keep - value
+            advantage = delta + gamma * lam * keep * advantage
+            return (advantage, value), advantage
+
+        _, advantage = jax.lax.scan(
+            gae_step, (jnp.zeros_like(last_value), last_value), (value, reward, done), reverse=True
+        )
+        batch = (obs, action, old_log_prob, value, advantage, advantage + value)
+        batch = jax.tree.map(lambda x: x.reshape(samples, *x.shape[2:]), batch)
+
+        def epoch(carry, _):
+            params, opt_state, key = carry
+            key, shuffle_key = jax.random.split(key)
+            order = jax.random.permutation(shuffle_key, samples)
+            shuffled = jax.tree.map(
+                lambda x: x[order].reshape(minibatches, -1, *x.shape[1:]), batch
+            )
+
+            def update(carry, minibatch):
+                params, opt_state = carry
+                grads = jax.grad(loss)(params, minibatch)
+                updates, opt_state = optimiser.update(grads, opt_state, params)
+                return (optax.apply_updates(params, updates), opt_state), None
+
+            (params, opt_state), _ = jax.lax.scan(update, (params, opt_state), shuffled)
+            return (params, opt_state, key), None
+
+        (params, opt_state, key), _ = jax.lax.scan(epoch, (params, opt_state, key), None, epochs)
+        return (params, opt_state, env_state, observation, stats, key), None
+
+    def train(key):
+        init_key, reset_key, key = jax.random.split(key, 3)
+        params = network.init(init_key, jnp.zeros(observation_shape))
+        observation, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, envs), env_params
+        )
+        stats = (jnp.zeros(observation_shape), jnp.ones(observation_shape), jnp.float32(1e-4))
+        stats, observation = normalise(stats, observation)
+        carry = (params, optimiser.init(params), env_state, observation, stats, key)
+        return jax.lax.scan(iteration, carry, None, iterations)[0]
+
+    return train
+
+
+class _OneProgramRunner:
+    """Times `one_program_continuous_ppo`: each call a whole fresh run of `iterations`
+    iterations, initialisation included, compiled ahead of time."""
+
+    def __init__(self, config: azx.ppo.Config, iterations: int):
+        self.key = jax.random.key(0)
+        start = time.perf_counter()
+        train = jax.jit(one_program_continuous_ppo(config, iterations))
+        self.compiled = train.lower(self.key).compile()
+        self.compile_seconds = time.perf_counter() - start
+        self.env_steps_per_call = iterations * config.num_envs * config.rollout_length
+
+    def run(self) -> float:
+        self.key, key = jax.random.split(self.key)
+        start = time.perf_counter()
+        jax.block_until_ready(self.compiled(key))
+        return time.perf_counter() - start
+
+
+def _azx_preset(name: str, **options):
+    preset = azx.presets.get(name)
+    env = preset.make_env()
+    trainer = azx.ppo.PPO(env, dataclasses.replace(preset.config, **options))
+    net = preset.make_network(env, key=jax.random.key(0))
+    return trainer, trainer.init(net, key=jax.random.key(1))
+
+
+def pendulum_against_one_program(repeats: int, iterations: int) -> list[dict]:
+    """`ppo_pendulum` as it is and with a clipped Normal, against
+    `one_program_continuous_ppo` on the same settings, timed in turns."""
+    config = azx.presets.get("ppo_pendulum").config
+    runners = {
+        "azx ppo_pendulum": _AzxRunner(*_azx_preset("ppo_pendulum"), iterations),
+        "azx ppo_pendulum (clipped Normal)": _AzxRunner(
+            *_azx_preset("ppo_pendulum", action_distribution="normal"), iterations
+        ),
+        ONE_PROGRAM: _OneProgramRunner(config, iterations),
+    }
+    times = _alternate(runners, repeats)
+    rates = _rates(runners, times)
+    return [
+        {
+            "system": name,
+            "env": "Pendulum-v1",
+            **_ratios(name, rates, [ONE_PROGRAM]),
+            "compile_s": runners[name].compile_seconds,
+            "seconds_per_call": times[name],
+            "jax": jax.__version__,
+        }
+        for name in times
+    ]
+
+
 def continuous(repeats: int, iterations: int) -> list[dict]:
     runners = {"azx (clipped Normal)": _AzxRunner(*_azx_pendulum(), iterations)}
     references = {"rejax": (REJAX_PENDULUM, "rejax")}
@@ -322,19 +555,27 @@ def main(argv=None):
         action="store_true",
         help="time only the recurrent PPO against the seed 002 reimplementation",
     )
+    parser.add_argument(
+        "--pendulum-only",
+        action="store_true",
+        help="time only ppo_pendulum against the one-program continuous PPO",
+    )
     parser.add_argument("--json", help="write the records to this JSON file")
     args = parser.parse_args(argv)
     records = []
-    if not args.seed002_only:
+    if args.pendulum_only or not (args.skip_continuous or args.seed002_only):
+        records += pendulum_against_one_program(args.repeats, args.iterations)
+        print("measured ppo_pendulum against the one-program continuous PPO", flush=True)
+    if not (args.seed002_only or args.pendulum_only):
         records += feed_forward(args.repeats, args.iterations)
         print("measured feed-forward PPO against rejax and the one-program PPO", flush=True)
-    if not (args.skip_continuous or args.seed002_only):
+    if not (args.skip_continuous or args.seed002_only or args.pendulum_only):
         records += continuous(args.repeats, args.iterations)
         print("measured continuous PPO against rejax", flush=True)
-    if not (args.skip_recurrent or args.seed002_only):
+    if not (args.skip_recurrent or args.seed002_only or args.pendulum_only):
         records += recurrent(args.repeats, args.iterations)
         print("measured recurrent PPO", flush=True)
-    if args.seed002_only or not args.skip_recurrent:
+    if not args.pendulum_only and (args.seed002_only or not args.skip_recurrent):
         records += recurrent_against_seed002(args.repeats, args.iterations)
         print("measured recurrent PPO against the seed 002 reimplementation", flush=True)
     print(f"backend: {jax.default_backend()}; {args.repeats} calls of {args.iterations} iterations")

@@ -112,6 +112,47 @@ def test_normal_and_beta_match_scipy():
         assert scipy.stats.kstest(np.asarray(samples[:, i]), dist.cdf).pvalue > 1e-3
 
 
+def test_log_std_bound_is_the_identity_within_its_range_and_bounded_beyond():
+    bound = azx.ppo._distributions.bound_log_std
+    low, high = azx.ppo._distributions.LOG_STD_RANGE
+    inside = jnp.linspace(low, high, 1001)
+    np.testing.assert_array_equal(bound(inside), inside)
+    raw = jnp.linspace(-200.0, 200.0, 4001)
+    bounded = np.asarray(bound(raw))
+    assert np.all(bounded >= low - 1) and np.all(bounded <= high + 1)
+    assert np.all(np.diff(bounded) >= 0)
+    np.testing.assert_allclose(
+        bound(jnp.array([low - 2, high + 2])),
+        [low - 1 + np.exp(-2), high + 1 - np.exp(-2)],
+        rtol=1e-6,
+    )
+
+
+@pytest.mark.parametrize("distribution", [azx.ppo.TanhNormal, azx.ppo.ClippedNormal])
+@pytest.mark.parametrize("raw", [-4.0, -5.0, -5.5, -7.0, -12.0, 2.0, 2.5, 4.0])
+def test_log_std_parameter_keeps_a_gradient_at_and_beyond_the_bound(distribution, raw):
+    """The log-probability's derivative in the network's raw log-std parameter, by
+    `jax.grad`, is nonzero at and beyond the bound and agrees with a central finite
+    difference (a clip's derivative there is zero: such a policy could never widen
+    again)."""
+    dist = distribution(low=(-2.0,), high=(2.0,))
+    net = azx.ppo.ContinuousActorCritic((3,), 1, hidden_sizes=(8,), key=jax.random.key(0))
+    observation = jnp.array([0.3, -0.2, 0.5])
+    mean = float(net.body(observation)[0][0])
+    std = float(np.exp(azx.ppo._distributions.bound_log_std(jnp.float32(raw))))
+    action = jnp.array([mean + 2.0 * std])  # (z^2 - 1) = 3: the density wants a wider std
+
+    def log_prob(log_std):
+        outputs, _ = eqx.tree_at(lambda n: n.log_std, net, log_std)(observation)
+        return dist.log_prob_and_entropy(outputs, action)[0]
+
+    gradient = float(jax.grad(log_prob)(jnp.array([raw]))[0])
+    h = 0.05
+    difference = (log_prob(jnp.array([raw + h])) - log_prob(jnp.array([raw - h]))) / (2 * h)
+    assert gradient > 1e-4
+    np.testing.assert_allclose(gradient, float(difference), rtol=2e-2)
+
+
 def test_tanh_normal_samples_follow_the_normal_and_stay_in_bounds():
     distribution = azx.ppo.TanhNormal(low=(-2.0,), high=(2.0,))
     outputs = _outputs([0.5], [0.3])
@@ -270,6 +311,15 @@ def test_critic_learning_rate_moves_only_the_critic_when_the_actor_rate_is_tiny(
             azx.ppo.ContinuousActorCritic((3,), 1, shared_torso=True, key=jax.random.key(0)),
             key=jax.random.key(0),
         )
+
+
+def test_without_an_entropy_bonus_the_entropy_is_measured_before_the_updates(pendulum):
+    # A Normal with a state-independent log-std (initially 0) has entropy
+    # 0.5 * log(2 pi e) whatever the observation; the updates then move the log-std.
+    trainer, state = _continuous_trainer(pendulum, "normal", entropy_coef=0.0)
+    state = eqx.filter_jit(trainer.step)(state, jax.random.key(2))
+    np.testing.assert_allclose(state.metrics.entropy, 0.5 * np.log(2 * np.pi * np.e), rtol=1e-6)
+    assert not np.array_equal(state.params.log_std, 0.0)
 
 
 def test_reward_scale_scales_the_rewards_the_advantages_see():

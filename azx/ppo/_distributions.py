@@ -19,8 +19,9 @@ from ..envs import AbstractEnv, BoxActions
 DISCRETE_DISTRIBUTIONS = ("categorical",)
 CONTINUOUS_DISTRIBUTIONS = ("tanh_normal", "normal", "beta")
 
-#: A Normal's log standard deviation is clipped to this range (a policy output far outside
-#: it would give a degenerate or an exploding distribution).
+#: A Normal's log standard deviation is the policy's output within this range; beyond it,
+#: `bound_log_std` bends the output towards at most one unit further (a policy output far
+#: outside would give a degenerate or an exploding distribution).
 LOG_STD_RANGE = (-5.0, 2.0)
 
 # Gauss-Hermite nodes and weights for E[f(u)], u ~ Normal(mean, std). The integrand of a
@@ -124,9 +125,26 @@ def _halves(outputs: Float[Array, "*batch outputs"]):
     return outputs[..., :size], outputs[..., size:]
 
 
+def bound_log_std(raw: Float[Array, "*shape"]) -> Float[Array, "*shape"]:
+    """A Normal's log standard deviation from the policy's output `raw`: `raw` itself
+    within `LOG_STD_RANGE = (low, high)`, `low + expm1(raw - low)` below it and
+    `high - expm1(high - raw)` above it, so always within `(low - 1, high + 1)`.
+
+    The bound is continuous with a continuous first derivative, and its derivative,
+    `exp(-distance beyond the range)`, is never zero: a policy whose output has crossed
+    the range still learns which way to move it and can widen (or narrow) again, where a
+    clip's zero gradient would hold it there for good.
+    """
+    low, high = LOG_STD_RANGE
+    # The `minimum`s keep the branch that `where` discards finite, and its gradient zero.
+    below = low + jnp.expm1(jnp.minimum(raw - low, 0.0))
+    above = high - jnp.expm1(jnp.minimum(high - raw, 0.0))
+    return jnp.where(raw < low, below, jnp.where(raw > high, above, raw))
+
+
 def _normal_parts(outputs):
     mean, log_std = _halves(outputs)
-    return mean, jnp.clip(log_std, *LOG_STD_RANGE)
+    return mean, bound_log_std(log_std)
 
 
 def _normal_log_density(u, mean, log_std):
@@ -179,7 +197,7 @@ class _AbstractNormal(_AbstractBox):
 
 class TanhNormal(_AbstractNormal):
     """A Normal squashed into the bounds by `tanh` and an affine map: the outputs are the
-    Normal's mean and log standard deviation (clipped to `LOG_STD_RANGE`), one each per
+    Normal's mean and log standard deviation (bounded by `bound_log_std`), one each per
     action component.
 
     The trajectory stores the Normal's sample `u`; the environment receives
@@ -219,7 +237,7 @@ class TanhNormal(_AbstractNormal):
 
 class ClippedNormal(_AbstractNormal):
     """A Normal whose sample is clipped to the bounds on its way to the environment: the
-    outputs are its mean and log standard deviation (clipped to `LOG_STD_RANGE`), one each
+    outputs are its mean and log standard deviation (bounded by `bound_log_std`), one each
     per action component. The trajectory stores the unclipped sample, and its
     log-probability and entropy are the Normal's."""
 

@@ -36,6 +36,8 @@ class Metrics(eqx.Module):
     policy_loss: Float[Array, ""]
     value_loss: Float[Array, ""]
     entropy: Float[Array, ""]
+    """The policy's mean entropy; with `entropy_coef` 0, where the loss does not read it,
+    measured once, on the first minibatch before the step's updates."""
     approx_kl: Float[Array, ""]
     clip_fraction: Float[Array, ""]
     explained_variance: Float[Array, ""]
@@ -588,7 +590,8 @@ class PPO(AbstractTrainer[TrainState]):
 
     def update(self, state: TrainState, minibatch: Minibatch) -> tuple[TrainState, LossParts]:
         """One gradient step on one minibatch; the loss parts are means over the
-        minibatch of every shard."""
+        minibatch of every shard (the entropy 0 when `entropy_coef` is 0: the loss leaves
+        it out, and `learn` measures it once)."""
         config = self.config
         advantage = minibatch.advantage
         count = self.sum_over_shards(jnp.float32(advantage.size))
@@ -601,6 +604,11 @@ class PPO(AbstractTrainer[TrainState]):
             net = eqx.combine(params, state.net_static)
             logits, value = self.policy_and_value(net, minibatch, stats)
             log_prob, entropy = self.distribution.log_prob_and_entropy(logits, minibatch.action)
+            if config.entropy_coef == 0:
+                # Nothing reads the entropy here, and it can cost more than the rest of the
+                # loss (a tanh-squashed Normal integrates it numerically); with this constant
+                # in its place the compiler drops it, and `learn` measures it once.
+                entropy = jnp.zeros_like(log_prob)
             per_sample = (
                 log_prob,
                 minibatch.log_prob,
@@ -642,8 +650,13 @@ class PPO(AbstractTrainer[TrainState]):
             )
             return jax.lax.scan(self.update, state, batches)
 
+        if config.entropy_coef == 0:
+            first = self.minibatches(state, rollout, advantage, target, jax.random.fold_in(key, 0))
+            entropy = self._entropy(state, jax.tree.map(lambda x: x[0], first))
         state, parts = jax.lax.scan(epoch, state, jnp.arange(config.num_epochs))
         parts = jax.tree.map(jnp.mean, parts)
+        if config.entropy_coef == 0:
+            parts = eqx.tree_at(lambda p: p.entropy, parts, entropy)
         trajectory = rollout.trajectory
         state = self._update_stats(state, trajectory.observation)
         episodes = self.sum_over_shards(rollout.episodes)
@@ -665,6 +678,14 @@ class PPO(AbstractTrainer[TrainState]):
             episode_length=self.sum_over_shards(rollout.length_sum).astype(jnp.float32) / finished,
         )
         return eqx.tree_at(lambda s: s.metrics, state, metrics)
+
+    def _entropy(self, state: TrainState, minibatch: Minibatch) -> Float[Array, ""]:
+        """The policy's mean entropy on `minibatch`, over every shard's samples."""
+        net = eqx.combine(state.params, state.net_static)
+        logits, _ = self.policy_and_value(net, minibatch, self._stats(state))
+        _, entropy = self.distribution.log_prob_and_entropy(logits, minibatch.action)
+        count = self.sum_over_shards(jnp.float32(entropy.size))
+        return self.sum_over_shards(jnp.sum(entropy)) / count
 
     def _explained_variance(self, target, value) -> Float[Array, ""]:
         target_variance = self._moments(target)[1]
