@@ -128,6 +128,7 @@ def _dice_in_order(state):
     return state.replace(_dice=jnp.sort(state._dice), _playable_dice=jnp.sort(state._playable_dice))
 
 
+@pytest.mark.slow  # (2048's outcomes against pgx stay in the default run)
 def test_backgammon_outcomes_are_pgxs_rolls():
     env = azx.envs.make("backgammon", max_episode_steps=120)  # the last steps truncate
     assert isinstance(env, azx.envs.PgxBackgammon) and env.num_outcomes == 21

@@ -91,6 +91,7 @@ def test_a_setting_that_does_not_fit_is_refused_before_anything_is_written(
     assert not out.exists()
 
 
+@pytest.mark.slow  # (the refusals of other kinds stay in the default run)
 def test_env_trains_a_preset_on_another_environment_of_its_kind(tmp_path):
     out = tmp_path / "acrobot"
     args = ["--env", "gymnax:Acrobot-v1", "--iterations", 1, *PPO, "--set", "config.num_envs=4"]

@@ -291,6 +291,7 @@ def test_rule_points(board, points, pgx_points):
         assert int(_calc_win_score(board)) == pgx_points
 
 
+@pytest.mark.slow
 def test_backgammon_match_agrees_with_play_match():
     key = jax.random.key(5)
     result = eqx.filter_jit(backgammon_match)(
