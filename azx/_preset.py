@@ -252,7 +252,8 @@ class Preset(Generic[RecipeT]):
         (`learning_rate`, or `config.learning_rate`), or a dotted path into one of its
         options dicts (`network_options.width`, `search_options.num_simulations`;
         `network.width` and `search.num_simulations` for short); VALUE is JSON, or else a
-        string (comma-separated where the field holds a list).
+        string (comma-separated where the field holds a list). On another `env`, the
+        description becomes `"ENV, NAME's setup"` unless a setting gives one.
 
         **Raises:** `ValueError` naming an environment of another kind, a key that does
         not exist (outside an options dict, which takes any), a value whose type is not
@@ -269,7 +270,10 @@ class Preset(Generic[RecipeT]):
                     f"`env` {env!r} is {kind}; preset {self.name!r} trains {wanted} "
                     f"environments ({self.env!r})"
                 )
+            # The description names the environment it trains on (a `description`
+            # setting, made below, still wins).
             data["env"] = env
+            data["description"] = f"{env}, {self.name}'s setup"
         for setting in settings:
             _set(data, setting)
         try:

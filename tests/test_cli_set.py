@@ -106,6 +106,14 @@ def test_env_trains_a_preset_on_another_environment_of_its_kind(tmp_path):
     one_line_error(result, "--env", "Acrobot")
 
 
+def test_env_names_itself_in_the_description():
+    preset = azx.presets.get("ppo_cartpole")
+    moved = preset.changed(env="gymnax:Acrobot-v1")
+    assert moved.description == "gymnax:Acrobot-v1, ppo_cartpole's setup"
+    assert moved.changed(settings=["description=mine"]).description == "mine"
+    assert preset.changed(env=preset.env) is preset
+
+
 @pytest.mark.parametrize(
     "preset, env, needles",
     [
