@@ -229,189 +229,146 @@ def _steps_formatter(axes) -> None:
     axes.xaxis.set_major_formatter(EngFormatter(sep=""))  # 15k, not 15000
 
 
-def _steps_axis(axes, records: list[dict[str, Any]]) -> None:
-    """A second x axis on top of `axes` (whose x is the iteration): environment steps."""
-    trained = [r for r in records if r["iteration"] > 0]
-    if not trained:
-        return
-    per_iteration = trained[-1]["env_steps"] / trained[-1]["iteration"]
-    top = axes.secondary_xaxis(
-        "top", functions=(lambda i: i * per_iteration, lambda steps: steps / per_iteration)
-    )
-    _steps_formatter(top)
-    top.set_xlabel("environment steps (self-play moves)", fontsize="small")
-    top.tick_params(labelsize="small")
+Interval = tuple[float, float, float]
+"""An estimate with the low and high ends of its 95% interval."""
 
-
-def _title(figure, records: list[dict[str, Any]], what: str) -> None:
-    """The run's extent in a title: iterations, steps and wall time so far."""
-    if not records:
-        return
-    last = records[-1]
-    seconds = last.get("elapsed_s")
-    took = "" if seconds is None else (
-        f", {seconds / 60:.1f} min" if seconds >= 120 else f", {seconds:.0f} s"
-    )  # fmt: skip
-    figure.suptitle(
-        f"{what}: {last['iteration']} iterations, {last['env_steps']:,} environment steps"
-        f"{took} (compile and evaluations included)",
-        fontsize="medium",
-    )
-
-
-def _interval_bars(axes, x, intervals: list[tuple[float, float, float]], **style) -> None:
-    """Points at each interval's estimate with bars from its low to its high end."""
-    estimate, low, high = (np.asarray(column) for column in zip(*intervals))
-    # An interval's end can miss its estimate by a rounding error (Wilson's interval at a
-    # score of 0 or 1); matplotlib refuses negative bar lengths.
-    below, above = np.maximum(estimate - low, 0.0), np.maximum(high - estimate, 0.0)
-    axes.errorbar(x, estimate, yerr=[below, above], **style)
-
-
-def _losses(axes, records: list[dict[str, Any]]) -> None:
-    """An AlphaZero run's training losses against iteration (and steps, on top)."""
-    logged = [r for r in records if "loss" in r]
-    for name in ("loss", "policy_loss", "value_loss"):
-        axes.plot([r["iteration"] for r in logged], [r[name] for r in logged], label=name)
-    axes.set(xlabel="iteration", ylabel="loss", title="training loss")
-    if logged:
-        axes.legend(fontsize="small")
-    _steps_axis(axes, records)
-
-
-def plot_return_curve(
-    records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "PPO"
-) -> None:
-    """A PPO run's returns (training episodes, and evaluations with 95% intervals, the
-    untrained policy's at 0 steps), value loss, and policy loss and entropy against
-    environment steps."""
-    # The value loss (squared returns, in the tens) gets its own panel: beside it the
-    # policy loss and entropy (about 1) would be flat lines at zero.
-    figure, (returns, value, policy) = _figure(3, (14, 4.5), sharex=True)
-
-    def series(name: str) -> tuple[list[Any], list[Any]]:
-        # A policy algorithm's records without this loss leave its panel empty.
-        kept = [r for r in records if r.get(name) is not None]
-        return [r["env_steps"] for r in kept], [r[name] for r in kept]
-
-    returns.plot(*series("episode_return"), color="tab:blue", alpha=0.6,
-                 label="training episodes (mean of each logged call)")  # fmt: skip
-    evaluated = [r for r in records if "eval" in r]
-    if evaluated:
-        _interval_bars(
-            returns,
-            [r["env_steps"] for r in evaluated],
-            [
-                (r["eval"]["return_mean"], r["eval"]["return_low"], r["eval"]["return_high"])
-                for r in evaluated
-            ],  # fmt: skip
-            color="tab:orange",
-            marker="o",
-            capsize=3,
-            label="evaluation (95% interval)",
-        )
-    returns.set(xlabel="environment steps", ylabel="episode return", title="return")
-    if records:
-        returns.legend(fontsize="small")
-    value.plot(*series("value_loss"), color="tab:green")
-    value.set(xlabel="environment steps", title="value loss (mean over each logged call)")
-    for name in ("policy_loss", "entropy"):
-        policy.plot(*series(name), label=name)
-    policy.set(xlabel="environment steps", title="policy loss and entropy")
-    if any("policy_loss" in r or "entropy" in r for r in records):
-        policy.legend(fontsize="small")
-    for axes in (returns, value, policy):
-        _steps_formatter(axes)
-    _title(figure, records, title)
-    _save(figure, path)
-
-
-# Agents told apart by marker and line style as well as colour, and drawn side by side
-# (a small shift along x), so that equal scores do not hide one another.
-_AGENT_STYLES = {  # label, colour, marker, line style
+# Series told apart by marker and line style as well as colour, and drawn side by side (a
+# small shift along x), so that equal estimates do not hide one another.
+_STYLES = {  # label, colour, marker, line style
     "search": ("network + search", "tab:blue", "o", "-"),
     "network": ("network alone (policy argmax)", "tab:orange", "s", "--"),
+    "evaluation": ("evaluation (95% interval)", "tab:orange", "o", ""),
 }
 
 
-def _agent_style(agent: str) -> dict[str, Any]:
-    label, color, marker, linestyle = _AGENT_STYLES.get(agent, (agent, "tab:green", "^", ":"))
-    return {"capsize": 3, "label": label, "color": color, "marker": marker, "linestyle": linestyle}
+def plot_curve(
+    records: list[dict[str, Any]],
+    path: str | os.PathLike,
+    *,
+    title: str,
+    lines: Sequence[tuple[str, Sequence[str]]],
+    points: Callable[[dict[str, Any]], dict[str, dict[str, Interval]]],
+    measure: str,
+    limits: tuple[float, float] | None = None,
+    references: Mapping[str, tuple[float, str]] = {},  # noqa: B006 (read only)
+) -> None:
+    """A run's learning curve against environment steps, every panel side by side.
+
+    `lines` gives panels of the records' own fields as lines (`(panel, fields)`: losses,
+    training returns). `points(record["eval"])` gives each evaluation's estimates with
+    their 95% intervals (`{panel: {series: Interval}}`), drawn as points with bars on
+    panels whose y axis is `measure` (within `limits`); a panel named in both shows both.
+    `references` draws a labelled horizontal line on a panel (`{panel: (y, label)}`)."""
+    evaluated = [(r["env_steps"], points(r["eval"])) for r in records if "eval" in r]
+    scored = list(dict.fromkeys(panel for _, by_panel in evaluated for panel in by_panel))
+    names = list(dict.fromkeys([panel for panel, _ in lines] + scored))
+    figure, axes = _figure(len(names), (4.4 * len(names) + 0.4, 4.4), squeeze=False, sharex=True)
+    panels = dict(zip(names, axes[0]))
+    for panel, fields in lines:
+        for field in fields:
+            kept = [r for r in records if r.get(field) is not None]
+            panels[panel].plot(
+                [r["env_steps"] for r in kept], [r[field] for r in kept], label=field
+            )
+    shift = 0.02 * max((r["env_steps"] for r in records), default=1)
+    for panel in scored:
+        series = list(
+            dict.fromkeys(s for _, by_panel in evaluated for s in by_panel.get(panel, {}))
+        )
+        for number, name in enumerate(series):
+            at = [(x, by_panel[panel][name]) for x, by_panel in evaluated
+                  if name in by_panel.get(panel, {})]  # fmt: skip
+            label, color, marker, linestyle = _STYLES.get(name, (name, "tab:green", "^", ":"))
+            offset = (number - (len(series) - 1) / 2) * shift
+            estimate, low, high = (np.asarray(column) for column in zip(*(i for _, i in at)))
+            # An interval's end can miss its estimate by a rounding error (Wilson's interval
+            # at a score of 0 or 1); matplotlib refuses negative bar lengths.
+            panels[panel].errorbar(
+                [x + offset for x, _ in at], estimate,
+                yerr=[np.maximum(estimate - low, 0.0), np.maximum(high - estimate, 0.0)],
+                capsize=3, label=label, color=color, marker=marker, linestyle=linestyle,
+            )  # fmt: skip
+        panels[panel].set(ylabel=measure, ylim=limits)
+        panels[panel].grid(axis="y", alpha=0.3)
+    for panel, (y, label) in references.items():
+        if panel in panels:
+            panels[panel].axhline(y, color="grey", linewidth=0.8, linestyle=":", label=label)
+    for panel, one in panels.items():
+        one.set(xlabel="environment steps", title=panel)
+        _steps_formatter(one)
+        if one.get_legend_handles_labels()[0]:
+            one.legend(fontsize="small")
+    if records:
+        last, seconds = records[-1], records[-1].get("elapsed_s")
+        took = "" if seconds is None else (
+            f", {seconds / 60:.1f} min" if seconds >= 120 else f", {seconds:.0f} s"
+        )  # fmt: skip
+        figure.suptitle(
+            f"{title}: {last['iteration']} iterations, {last['env_steps']:,} environment steps"
+            f"{took} (compile and evaluations included)",
+            fontsize="medium",
+        )
+    _save(figure, path)
+
+
+_LOSSES = (("training loss", ("loss", "policy_loss", "value_loss")),)
+
+
+def _match_points(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Interval]]:
+    by_panel: dict[str, dict[str, Interval]] = {}
+    for agent, by_spec in results.items():
+        for spec, record in by_spec.items():
+            score = (record["score"], record["score_low"], record["score_high"])
+            by_panel.setdefault(f"vs {spec}", {})[agent] = score
+    return by_panel
 
 
 def plot_learning_curve(
     records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "AlphaZero"
 ) -> None:
-    """An AlphaZero run at a glance: losses (left), and one panel per evaluation opponent
-    with every agent's score and 95% interval (the untrained agent's at iteration 0),
-    against iteration (and environment steps, on top)."""
-    evaluated = [r for r in records if "eval" in r]
-    agents = list(dict.fromkeys(a for r in evaluated for a in r["eval"]))
-    opponents = list(dict.fromkeys(o for r in evaluated for a in r["eval"].values() for o in a))
-    panels = max(len(opponents), 1)
-    figure, axes = _figure(1 + panels, (4.2 * (1 + panels), 4.6), squeeze=False, sharex=True)
-    score_axes = axes[0][1:]
-    _losses(axes[0][0], records)
-    shift = 0.025 * max(max((r["iteration"] for r in records), default=1), 1)
-    for panel, spec in zip(score_axes, opponents or [None]):
-        for number, agent in enumerate(agents):
-            points = [(r["iteration"], r["eval"][agent][spec]) for r in evaluated
-                      if spec in r["eval"].get(agent, {})]  # fmt: skip
-            if not points:
-                continue
-            offset = (number - (len(agents) - 1) / 2) * shift
-            _interval_bars(
-                panel,
-                [i + offset for i, _ in points],
-                [(p["score"], p["score_low"], p["score_high"]) for _, p in points],
-                markersize=6,
-                **_agent_style(agent),
-            )
-        if spec == "solver":
-            # A perfect player draws every game against the solver: 0.5 is the best score.
-            panel.axhline(0.5, color="grey", linewidth=0.8, linestyle=":")
-            panel.annotate("perfect play (all draws)", (0, 0.5), xycoords=("axes fraction", "data"),
-                           xytext=(3, 3), textcoords="offset points", fontsize="x-small",
-                           color="grey")  # fmt: skip
-        games = next((p["games"] for r in evaluated for a in r["eval"].values()
-                      for o, p in a.items() if o == spec), None)  # fmt: skip
-        panel.set(
-            xlabel="iteration",
-            ylabel="score (win 1, draw 1/2, loss 0)",
-            title=f"vs {spec}" + (f" ({games} games each)" if games else ""),
-            ylim=(-0.03, 1.03),
-        )
-        panel.grid(axis="y", alpha=0.3)
-        _steps_axis(panel, records)
-    handles, labels = score_axes[0].get_legend_handles_labels()
-    if handles:
-        figure.legend(handles, labels, loc="outside lower center", ncols=len(handles))
-    _title(figure, records, title)
-    _save(figure, path)
+    """An AlphaZero run at a glance: its losses, and a panel per evaluation opponent with
+    every agent's score and 95% interval (the untrained agent's at 0 steps), against
+    environment steps."""
+    plot_curve(
+        records, path, title=title, lines=_LOSSES, points=_match_points,
+        measure="score (win 1, draw 1/2, loss 0)", limits=(-0.03, 1.03),
+        # A perfect player draws every game against the solver: 0.5 is the best score.
+        references={"vs solver": (0.5, "perfect play (all draws)")},
+    )  # fmt: skip
 
 
 def plot_episodes_curve(
     records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "AlphaZero"
 ) -> None:
-    """A single-player AlphaZero run: losses (left) and every agent's mean return with its
-    95% interval (right), against iteration (and environment steps, on top)."""
-    figure, (losses, returns) = _figure(2, (10, 4.6), sharex=True)
-    _losses(losses, records)
-    evaluated = [r for r in records if "eval" in r]
-    for agent in dict.fromkeys(a for r in evaluated for a in r["eval"]):
-        points = [(r["iteration"], r["eval"][agent]) for r in evaluated if agent in r["eval"]]
-        _interval_bars(
-            returns,
-            [i for i, _ in points],
-            [(p["return_mean"], p["return_low"], p["return_high"]) for _, p in points],
-            **_agent_style(agent),
-        )
-    returns.set(xlabel="iteration", ylabel="episode return", title="evaluation (95% interval)")
-    if evaluated:
-        returns.legend(fontsize="small")
-    _steps_axis(returns, records)
-    _title(figure, records, title)
-    _save(figure, path)
+    """A single-player AlphaZero run: its losses and every agent's mean return with its
+    95% interval, against environment steps."""
+
+    def points(results: dict[str, dict[str, Any]]) -> dict[str, dict[str, Interval]]:
+        return {"evaluation": {agent: (r["return_mean"], r["return_low"], r["return_high"])
+                               for agent, r in results.items()}}  # fmt: skip
+
+    plot_curve(records, path, title=title, lines=_LOSSES, points=points, measure="episode return")
+
+
+def plot_return_curve(
+    records: list[dict[str, Any]], path: str | os.PathLike, *, title: str = "PPO"
+) -> None:
+    """A policy's run (PPO): the training episodes' returns with the evaluations' (95%
+    intervals, the untrained policy's at 0 steps), the value loss, and the policy loss and
+    entropy, against environment steps."""
+
+    def points(record: dict[str, Any]) -> dict[str, dict[str, Interval]]:
+        return {"return": {"evaluation": (record["return_mean"], record["return_low"],
+                                          record["return_high"])}}  # fmt: skip
+
+    # The value loss (squared returns, in the tens) gets its own panel: beside it the
+    # policy loss and entropy (about 1) would be flat lines at zero.
+    lines = (
+        ("return", ("episode_return",)),
+        ("value loss", ("value_loss",)),
+        ("policy loss and entropy", ("policy_loss", "entropy")),
+    )
+    plot_curve(records, path, title=title, lines=lines, points=points, measure="episode return")
 
 
 # ----------------------------------------------------------------------------- seeds
