@@ -312,21 +312,6 @@ def train(
     return _trained(chosen, trainer, state, members)
 
 
-def _prepare(out: Path, config, directories: dict[int, Path], state, resume: bool, mesh):
-    """The run directory (or, for several seeds, directories) ready to train, with
-    `resume` from the restored state, placed on the `mesh` when there is one: the state,
-    each seed's metrics records and the seconds the run had taken."""
-    if len(directories) > 1:
-        state, records, elapsed_before = _prepare_seeds(out, config, directories, state, resume)
-        if mesh is not None:
-            state = parallel.shard_state(state, mesh, seeds=True)
-        return state, records, elapsed_before
-    if mesh is not None:
-        state = parallel.shard_state(state, mesh)
-    state, kept, elapsed_before = _prepare_directory(out, config, state, resume)
-    return state, [kept], elapsed_before
-
-
 def _trained(chosen: presets.Preset, trainer, state, members: list["_Member"]):
     """The trained run (a list of each seed's, for several seeds)."""
     stacked = len(members) > 1
@@ -427,23 +412,6 @@ def _with_options(
         raise RunError(str(error)) from None
 
 
-def _prepare_directory(out: Path, config, state, resume: bool):
-    """Write `config.json` and the metrics kept so far (with `resume`, after restoring the
-    newest readable checkpoint into `state`): the state, those records and the seconds
-    the run had taken."""
-    records: list[dict[str, Any]] = []
-    elapsed_before = 0.0
-    if resume:
-        # Everything is read (and checked) before any file of the run changes.
-        state, records, elapsed_before = _restore(out, state)
-    # With several processes, process 0 alone writes the run's files (checkpoints aside:
-    # every process writes its part of them), once every process has checked everything.
-    _sync(f"azx: {out} checked")
-    _write_start(out, config, records, int(state.iteration), resume)
-    _sync(f"azx: {out} prepared")
-    return state, records, elapsed_before
-
-
 def _restore(out: Path, like, step: int | None = None):
     """The state of checkpoint `step` (default: the newest readable), the metrics records
     up to it and the seconds the run had taken."""
@@ -466,11 +434,16 @@ def _write_start(out: Path, config, records, iteration: int, resume: bool) -> No
         write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
 
 
-def _prepare_seeds(out: Path, config, directories: dict[int, Path], state, resume: bool):
-    """`_prepare_directory` for several seeds' stacked state: `out/config.json` and each
-    seed's directory; with `resume`, every seed restored at the newest iteration that all
-    of them have saved. The stacked state, each seed's records and the seconds taken."""
-    parts = [presets.take_seed(state, index) for index in range(len(directories))]
+def _prepare(out: Path, config, directories: dict[int, Path], state, resume: bool, mesh):
+    """Each seed's run directory ready to train (for several seeds, `out/config.json`
+    too), placed on the `mesh` when there is one. With `resume`, every seed is restored
+    from the newest iteration that all of them have saved, and everything is read (and
+    checked) before any file of the run changes. The state, each seed's metrics records
+    and the seconds the run had taken."""
+    stacked = len(directories) > 1
+    if mesh is not None and not stacked:
+        state = parallel.shard_state(state, mesh)
+    parts = [presets.take_seed(state, i) for i in range(len(directories))] if stacked else [state]
     restored = [(part, [], 0.0) for part in parts]
     if resume:
         restored = [_restore(d, part) for d, part in zip(directories.values(), parts)]
@@ -479,16 +452,22 @@ def _prepare_seeds(out: Path, config, directories: dict[int, Path], state, resum
             r if int(r[0].iteration) == iteration else _restore(d, part, iteration)
             for r, d, part in zip(restored, directories.values(), parts)
         ]
+    # With several processes, process 0 alone writes the run's files (checkpoints aside:
+    # every process writes its part of them), once every process has checked everything.
     _sync(f"azx: {out} checked")
-    if jax.process_index() == 0:
+    if stacked and jax.process_index() == 0:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / CONFIG_FILE, config)
     for (seed, directory), (part, records, _) in zip(directories.items(), restored):
-        member_config = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
-        _write_start(directory, member_config, records, int(part.iteration), resume)
+        own = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
+        _write_start(directory, own if stacked else config, records, int(part.iteration), resume)
     _sync(f"azx: {out} prepared")
-    stacked = presets.stack_seeds([part for part, _, _ in restored])
-    return stacked, [records for _, records, _ in restored], restored[0][2]
+    if not stacked:
+        return restored[0][0], [restored[0][1]], restored[0][2]
+    state = presets.stack_seeds([part for part, _, _ in restored])
+    if mesh is not None:
+        state = parallel.shard_state(state, mesh, seeds=True)
+    return state, [records for _, records, _ in restored], restored[0][2]
 
 
 def _mesh(trainer):
