@@ -1,16 +1,21 @@
-"""Joining a run of several processes from the command line: `azx train --coordinator
+"""Several processes: joining a run from the command line (`azx train --coordinator
 HOST:PORT --num-processes N --process-id I`, or a SLURM or Open MPI job step, through
-`jax.distributed.initialize`.
+`jax.distributed.initialize`), and the training loop's agreements between them.
 
 Every wait is bounded. JAX ends a process that cannot join within its own timeout with a
 fatal log and a stack trace; a watchdog here ends it first with one line that names the
 setting to check.
 """
 
+import hashlib
+import json
 import os
 import socket
 import threading
 from collections.abc import Callable
+from typing import Any
+
+import numpy as np
 
 from ._errors import RunError, one_line
 
@@ -104,21 +109,7 @@ def join(
         raise RunError(
             f"`coordinator`, `num_processes` and `process_id` go together; missing {missing}"
         )
-    host, port = _address(coordinator)
-    if num_processes < 1:
-        raise RunError(f"`num_processes` must be at least 1, got {num_processes}")
-    if not 0 <= process_id < num_processes:
-        raise RunError(
-            f"`process_id` {process_id} is out of range: with `num_processes` {num_processes} "
-            f"the ids are 0 to {num_processes - 1}"
-        )
-    if timeout <= 0:
-        raise RunError(f"`join_timeout` must be positive, got {timeout:g}")
-    if process_id == 0 and _port_in_use(port):
-        raise RunError(
-            f"`coordinator` {coordinator}: port {port} is in use on this machine (process 0 "
-            "serves the coordinator on it); choose another port"
-        )
+    host, port = _checked(coordinator, num_processes, process_id, timeout)
 
     def failure() -> str:
         everyone = (
@@ -150,6 +141,26 @@ def join(
     return True
 
 
+def _checked(coordinator: str, num_processes: int, process_id: int, timeout: float):
+    """The coordinator's host and port, once the settings are checked to fit together."""
+    host, port = _address(coordinator)
+    if num_processes < 1:
+        raise RunError(f"`num_processes` must be at least 1, got {num_processes}")
+    if not 0 <= process_id < num_processes:
+        raise RunError(
+            f"`process_id` {process_id} is out of range: with `num_processes` {num_processes} "
+            f"the ids are 0 to {num_processes - 1}"
+        )
+    if timeout <= 0:
+        raise RunError(f"`join_timeout` must be positive, got {timeout:g}")
+    if process_id == 0 and _port_in_use(port):
+        raise RunError(
+            f"`coordinator` {coordinator}: port {port} is in use on this machine (process 0 "
+            "serves the coordinator on it); choose another port"
+        )
+    return host, port
+
+
 def _initialize(settings, timeout: float, failure, on_timeout) -> None:
     import jax
 
@@ -166,3 +177,48 @@ def _initialize(settings, timeout: float, failure, on_timeout) -> None:
         raise RunError(f"could not start JAX's distributed runtime: {one_line(error)}") from None
     finally:
         joined.set()
+
+
+def same_everywhere(settings: dict[str, Any]) -> None:
+    """With several processes: refuse to train unless every process was given the same
+    settings (each builds the same initial state from them)."""
+    import jax
+
+    if jax.process_count() == 1:
+        return
+    from jax.experimental import multihost_utils
+
+    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).digest()
+    mine = np.frombuffer(digest[:16], np.int32)
+    every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, mine.size)
+    differing = [i for i, other in enumerate(every) if not np.array_equal(other, every[0])]
+    if differing:
+        listed = ", ".join(map(str, differing))
+        raise RunError(
+            f"process {listed} was started with other settings than process 0: every process "
+            "needs the same preset, seed, options and `resume`"
+        )
+
+
+def sync(name: str) -> None:
+    """Wait until every process gets here (nothing to wait for with one process)."""
+    import jax
+
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        multihost_utils.sync_global_devices(name)
+
+
+def agree(interrupted: bool, save_due: bool) -> tuple[bool, bool]:
+    """With several processes, one decision for all: stop if any process was interrupted,
+    save on time when process 0's clock says so."""
+    import jax
+
+    if jax.process_count() == 1:
+        return interrupted, save_due
+    from jax.experimental import multihost_utils
+
+    flags = np.asarray(multihost_utils.process_allgather(np.array([interrupted, save_due])))
+    flags = flags.reshape(-1, 2)
+    return bool(flags[:, 0].any()), bool(flags[0, 1])

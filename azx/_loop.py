@@ -6,7 +6,6 @@ Private: `azx.run` re-exports `train` and `TrainingInterrupted`.
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -20,9 +19,9 @@ from typing import Any
 
 import equinox as eqx
 import jax
-import numpy as np
 
 from . import parallel, presets
+from ._cluster import agree, same_everywhere, sync
 from ._errors import one_line
 from ._evaluators import evaluator
 from ._preset import RECIPES, Option
@@ -297,7 +296,7 @@ def train(
     except (ValueError, ImportError) as error:  # ImportError: an optional package
         raise RunError(str(error)) from None
     config = dict(config, preset=chosen.to_dict())
-    _check_same_everywhere(dict(config, resume=resume))
+    same_everywhere(dict(config, resume=resume))
     mesh = _mesh(trainer)
     state, records, elapsed_before = _prepare(out, config, directories, state, resume, mesh)
     with contextlib.ExitStack() as stack:
@@ -454,14 +453,14 @@ def _prepare(out: Path, config, directories: dict[int, Path], state, resume: boo
         ]
     # With several processes, process 0 alone writes the run's files (checkpoints aside:
     # every process writes its part of them), once every process has checked everything.
-    _sync(f"azx: {out} checked")
+    sync(f"azx: {out} checked")
     if stacked and jax.process_index() == 0:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / CONFIG_FILE, config)
     for (seed, directory), (part, records, _) in zip(directories.items(), restored):
         own = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
         _write_start(directory, own if stacked else config, records, int(part.iteration), resume)
-    _sync(f"azx: {out} prepared")
+    sync(f"azx: {out} prepared")
     if not stacked:
         return restored[0][0], [restored[0][1]], restored[0][2]
     state = presets.stack_seeds([part for part, _, _ in restored])
@@ -481,45 +480,6 @@ def _mesh(trainer):
         where = f" of {jax.process_count()} processes" if jax.process_count() > 1 else ""
         raise RunError(f"training on the {jax.device_count()} devices{where}: {error}") from None
     return mesh
-
-
-def _check_same_everywhere(settings: dict[str, Any]) -> None:
-    """With several processes: refuse to train unless every process was given the same
-    settings (each builds the same initial state from them)."""
-    if jax.process_count() == 1:
-        return
-    from jax.experimental import multihost_utils
-
-    digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).digest()
-    mine = np.frombuffer(digest[:16], np.int32)
-    every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, mine.size)
-    differing = [i for i, other in enumerate(every) if not np.array_equal(other, every[0])]
-    if differing:
-        listed = ", ".join(map(str, differing))
-        raise RunError(
-            f"process {listed} was started with other settings than process 0: every process "
-            "needs the same preset, seed, options and `resume`"
-        )
-
-
-def _sync(name: str) -> None:
-    """Wait until every process gets here (nothing to wait for with one process)."""
-    if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        multihost_utils.sync_global_devices(name)
-
-
-def _agree(interrupted: bool, save_due: bool) -> tuple[bool, bool]:
-    """With several processes, one decision for all: stop if any process was interrupted,
-    save on time when process 0's clock says so."""
-    if jax.process_count() == 1:
-        return interrupted, save_due
-    from jax.experimental import multihost_utils
-
-    flags = np.asarray(multihost_utils.process_allgather(np.array([interrupted, save_due])))
-    flags = flags.reshape(-1, 2)
-    return bool(flags[:, 0].any()), bool(flags[0, 1])
 
 
 def _set_aside_newer(checkpoints, iteration: int) -> None:
@@ -725,7 +685,7 @@ class _Training:
             self.evaluate_all(state, records, report)
         for member, record in zip(self.members, records):
             self.append(member, record)
-        interrupted, save_due = _agree(
+        interrupted, save_due = agree(
             stopped(), time.perf_counter() - self.last_save > CHECKPOINT_SECONDS
         )
         if due or interrupted or save_due:
