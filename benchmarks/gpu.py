@@ -7,9 +7,10 @@ timed within a wall-clock budget, written as a Markdown and a JSON report.
 Five sections, in this order (docs/gpu.md describes every field and its unit):
 
 - `search`: native PUCT and Gumbel against mctx's and against the floor (the same
-  network calls and environment steps without the tree), at batch 256, 1024 and 4096,
-  with the benchmark MLP on connect four and an AlphaZero ResNet of 6 blocks x 128
-  channels (pgx's AlphaZero example) on go 9x9 (`benchmarks.search`'s functions).
+  network calls and environment steps without the tree), at batch 4096, 1024 and 256
+  (the largest first, so that a short budget drops the smallest), with the benchmark
+  MLP on connect four and an AlphaZero ResNet of 6 blocks x 128 channels (pgx's
+  AlphaZero example) on go 9x9 (`benchmarks.search`'s functions).
 - `alphazero`: training iterations a second of the `connect_four` preset and of the same
   on go 9x9 with that ResNet and 1024 games, self-play and learning timed apart
   (`benchmarks.train`).
@@ -26,7 +27,8 @@ group has left (or, for the first, an estimate) is recorded as `skipped: over bu
 instead of run, so that the whole command ends near the budget (default 420 s: with
 imports and the last case, within 8 minutes on one H200). A case that fails is recorded
 with its error and the rest goes on. `--smoke` runs every section at tiny sizes (batch 4,
-a few simulations, one iteration): about a minute on a CPU, the slow test tier's check
+a few simulations, one iteration; the search on connect four only, the seeds on
+`ppo_cartpole` only): about 90 s of compiling on a 2-core CPU, the slow test tier's check
 that the command still runs (tests/test_gpu_benchmark.py).
 
 The report goes to `DIR/report.json` and `DIR/report.md` (default DIR:
