@@ -1,4 +1,7 @@
-"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s docs`, `nox -s bench`."""
+"""Developer sessions: `nox -s tests`, `nox -s lint`, `nox -s docs`, `nox -s bench`,
+`nox -s gpu`."""
+
+import os
 
 import nox
 
@@ -55,3 +58,19 @@ def bench(session: nox.Session) -> None:
     session.run("python", "-m", "benchmarks.train")
     session.run("python", "-m", "benchmarks.ppo")
     session.run("python", "-m", "benchmarks.muzero_search")
+
+
+@nox.session
+def gpu(session: nox.Session) -> None:
+    """The GPU benchmark, `python -m benchmarks.gpu` (docs/gpu.md): search, AlphaZero and
+    PPO training, MuZero's search and several seeds under `vmap`, within 8 minutes on one
+    GPU, reported in `benchmarks/gpu_report/report.md` and `report.json`.
+
+    It installs `-e .[dev]`, which brings JAX for the CPU; `AZX_JAX='jax[cuda12]'` (or
+    `'jax[cuda13]'`) in the environment installs JAX's CUDA build after it. Options pass
+    on: `nox -s gpu -- --smoke` (tiny sizes, on any CPU), `-- --out DIR`, `-- --budget S`.
+    """
+    session.install("-e", ".[dev]")
+    if os.environ.get("AZX_JAX"):
+        session.install(os.environ["AZX_JAX"])
+    session.run("python", "-m", "benchmarks.gpu", *session.posargs)

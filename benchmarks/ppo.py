@@ -111,12 +111,15 @@ def _azx_pendulum():
 
 
 class _AzxRunner:
-    """Times `iterations` training iterations per call, compiled ahead of time."""
+    """Times `iterations` training iterations per call, compiled ahead of time: of
+    `trainer.train`, or of `train` (`train(state, iterations)`, several seeds' training
+    for instance) where given."""
 
-    def __init__(self, trainer, state, iterations: int):
+    def __init__(self, trainer, state, iterations: int, *, train=None):
         self.trainer, self.state, self.iterations = trainer, state, iterations
+        train = trainer.train if train is None else train
         start = time.perf_counter()
-        self.compiled = eqx.filter_jit(trainer.train).lower(state, iterations).compile()
+        self.compiled = eqx.filter_jit(train).lower(state, iterations).compile()
         self.compile_seconds = time.perf_counter() - start
         self.env_steps_per_call = iterations * trainer.env_steps_per_iteration
 

@@ -14,6 +14,7 @@ warm-up). The learner is timed on a buffer filled by self-play, so its updates a
 
 import argparse
 import dataclasses
+import itertools
 import json
 import statistics
 import time
@@ -38,11 +39,37 @@ def measure(name: str, repeats: int, resnet: tuple[int, int, bool] | None = None
         options = {"channels": channels, "num_blocks": blocks, "conv_as_matmul": as_matmul}
         preset = dataclasses.replace(preset, network="resnet", network_options=options)
         network = f"resnet {channels}x{blocks} {'matmul' if as_matmul else 'lax.conv'}"
+    return measure_preset(preset, repeats, network=network)
+
+
+def setting(preset: azx.presets.Preset, network: str) -> dict:
+    """What `measure_preset` measures: the preset's game, network, search and sizes."""
+    config = preset.config
+    return {
+        "preset": preset.name,
+        "env": preset.env,
+        "network": network,
+        "search": preset.recipe.search,
+        "num_simulations": preset.recipe.search_options["num_simulations"],
+        "num_envs": config.num_envs,
+        "collect_steps": config.collect_steps,
+        "train_steps": config.train_steps,
+        "batch_size": config.batch_size,
+    }
+
+
+def measure_preset(preset: azx.presets.Preset, repeats: int, *, network: str) -> dict:
+    """Self-play and learning of an AlphaZero `preset` timed apart: compile seconds, then
+    the median of `repeats` calls of each (`network` names its network in the record)."""
     trainer, state = preset.build(seed=0)
     config = trainer.config
     self_play = eqx.filter_jit(trainer.self_play)
     learn = eqx.filter_jit(trainer.learn)
-    keys = iter(jax.random.split(jax.random.key(0), 4 * repeats + 16))
+    # Keys beyond the first ones for games that take many calls to end (go: 162 moves).
+    keys = itertools.chain(
+        jax.random.split(jax.random.key(0), 4 * repeats + 16),
+        (jax.random.fold_in(jax.random.key(1), index) for index in itertools.count()),
+    )
 
     state, play_compile = _timed(self_play, state, next(keys))
     # Fill the buffer until finished games give the learner real data.
@@ -58,18 +85,11 @@ def measure(name: str, repeats: int, resnet: tuple[int, int, bool] | None = None
         learn_times.append(seconds)
     play_s, learn_s = statistics.median(play_times), statistics.median(learn_times)
     moves = config.num_envs * config.collect_steps
-    return {
-        "preset": name,
-        "env": preset.env,
-        "network": network,
-        "search": preset.recipe.search,
-        "num_simulations": preset.recipe.search_options["num_simulations"],
-        "num_envs": config.num_envs,
-        "collect_steps": config.collect_steps,
-        "train_steps": config.train_steps,
-        "batch_size": config.batch_size,
+    return setting(preset, network) | {
         "selfplay_moves_per_s": moves / play_s,
         "learner_updates_per_s": config.train_steps / learn_s,
+        "selfplay_s": play_s,
+        "learn_s": learn_s,
         "step_s": play_s + learn_s,
         "selfplay_compile_s": play_compile,
         "learn_compile_s": learn_compile,
