@@ -6,7 +6,8 @@ timed within a wall-clock budget, written as a Markdown and a JSON report.
 
 Five sections, in this order (docs/gpu.md describes every field and its unit):
 
-- `search`: native PUCT and Gumbel against mctx's and against the floor (the same
+- `search`: native PUCT and Gumbel (on the default backend and on `UnrolledBackend`, the
+  accelerator backend) against mctx's and against the floor (the same
   network calls and environment steps without the tree), at batch 4096, 1024 and 256
   (the largest first, so that a short budget drops the smallest), with the benchmark
   MLP on connect four and an AlphaZero ResNet of 6 blocks x 128 channels (pgx's
@@ -54,6 +55,7 @@ import equinox as eqx
 import jax
 
 import azx
+from azx.search import UnrolledBackend
 
 from . import muzero_search, ppo, search, train
 from ._settings import preset_with
@@ -254,7 +256,9 @@ def search_section(budget: Budget, sizes: Sizes) -> list[dict]:
 
 
 def _search_case(env, make_net, setting: dict, repeats: int) -> list[dict]:
-    """Both searches on both backends and the floor, timed in turns on the same roots."""
+    """Both searches on both backends, the native ones also on `UnrolledBackend` (the
+    accelerator backend; `native` is the default, `PlatformBackend`), and the floor, timed
+    in turns on the same roots."""
     batch_size, num_simulations = setting["batch_size"], setting["num_simulations"]
     net = make_net(env, jax.random.key(1))
     states = search.root_states(env, batch_size, 6, jax.random.key(2))
@@ -264,6 +268,10 @@ def _search_case(env, make_net, setting: dict, repeats: int) -> list[dict]:
         for backend in search.BACKENDS:
             searcher = search.make_search(algo, backend, num_simulations)
             fns[f"{backend} {algo}"] = search.search_fn(searcher, static, env)
+        unrolled = dataclasses.replace(
+            search.make_search(algo, "native", num_simulations), backend=UnrolledBackend()
+        )
+        fns[f"unrolled {algo}"] = search.search_fn(unrolled, static, env)
     results = search.timed(fns, (params, states, jax.random.key(0)), repeats)
     floor_ms = results["floor"][1]
     records = []
@@ -276,8 +284,10 @@ def _search_case(env, make_net, setting: dict, repeats: int) -> list[dict]:
         if name != "floor":
             figures["times_floor"] = ms / floor_ms
         backend, _, algo = name.partition(" ")
-        if backend == "native":
+        if backend in ("native", "unrolled"):
             figures["speed_up_over_mctx"] = results[f"mctx {algo}"][1] / ms
+        if backend == "unrolled":
+            figures["speed_up_over_native"] = results[f"native {algo}"][1] / ms
         records.append({"setting": setting | {"search": name}, "figures": figures})
     return records
 

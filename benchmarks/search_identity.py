@@ -3,6 +3,7 @@ checked bit for bit against the code before it.
 
     python -m benchmarks.search_identity save PATH.npz     # on the code before
     python -m benchmarks.search_identity check PATH.npz    # on the code after
+    python -m benchmarks.search_identity check PATH.npz --backend unrolled
     python -m benchmarks.search_identity save-hlo PATH.json
     python -m benchmarks.search_identity check-hlo PATH.json
 
@@ -12,6 +13,9 @@ normalisation, the mctx backend) plays five moves from eight starting positions 
 fixed MLP; after each move the action, policy target, root value and every array of the
 tree (after `advance`) are saved. `check` recomputes them and reports any array that is not
 byte-identical (the reference backend's variants against the lockstep backend's arrays).
+With `--backend NAME`, every native variant (chance nodes and MuZero's learned model
+included) searches with that backend instead of its own, against the arrays saved with
+its own: every backend must give the same arrays.
 
 `save-hlo` and `check-hlo` compare what XLA compiles instead: for PUCT and Gumbel, with and
 without reuse, at connect four and go 9x9 (batch 256, 64 simulations, the search
@@ -131,11 +135,23 @@ def _tree_arrays(tree) -> dict[str, np.ndarray]:
     return {name: np.asarray(getattr(tree, name)) for name in names}
 
 
+#: The backend part every native variant searches with, by `--backend`'s name.
+BACKENDS = {
+    "row": search.RowBackend,
+    "lockstep": search.LockstepBackend,
+    "reference": search.ReferenceBackend,
+    "unrolled": search.UnrolledBackend,
+}
+_OVERRIDE: list[search.AbstractBackend] = []  # `--backend`'s, when given
+
+
 def _searcher(cls_name: str, options: dict) -> search.AbstractSearch:
     algo = "puct" if cls_name.endswith("PUCT") else "gumbel"
     backend = "mctx" if cls_name.startswith("Mctx") else "native"
     options = dict(options)
     part = options.pop("backend", None)  # the native search's backend part, not make's name
+    if backend == "native" and _OVERRIDE:
+        part = _OVERRIDE[0]
     searcher = search.make(algo, SIMULATIONS, backend=backend, **options)
     if part is not None:
         searcher = dataclasses.replace(searcher, backend=part)
@@ -274,7 +290,14 @@ def main(argv=None) -> int:
     parser.add_argument("path")
     parser.add_argument("--games", nargs="*", default=list(GAMES))
     parser.add_argument("--variants", nargs="*", default=None)
+    parser.add_argument(
+        "--backend", choices=sorted(BACKENDS), help="every native variant's backend (check)"
+    )
     args = parser.parse_args(argv)
+    if args.backend is not None:
+        if args.mode != "check":
+            parser.error("--backend checks another backend against saved arrays: mode check")
+        _OVERRIDE.append(BACKENDS[args.backend]())
     if args.mode.endswith("-hlo"):
         return _hlo(args.mode, args.path)
     arrays = {}

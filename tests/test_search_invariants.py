@@ -30,6 +30,7 @@ from azx.search import (
     SearchOutput,
     SequentialHalving,
     Tree,
+    UnrolledBackend,
     make,
 )
 
@@ -325,7 +326,8 @@ def _two_moves(search, env, net, states):
 def test_every_backend_agrees_with_the_reference_bit_for_bit(name):
     """With `RowBackend` the backup runs one batch row at a time (`azx.search._rows`)
     and PUCT's descent finishes its last rows one at a time; with `LockstepBackend` all
-    rows move together. Over two moves (so that reused statistics are backed up into as
+    rows move together, and with `UnrolledBackend` several levels and path positions per
+    loop iteration. Over two moves (so that reused statistics are backed up into as
     well), both must leave the same trees as `ReferenceBackend`, the plain specification
     of the descent and the backup."""
     search, env = BACKUP_CASES[name]
@@ -338,8 +340,12 @@ def test_every_backend_agrees_with_the_reference_bit_for_bit(name):
     reference = _two_moves(
         dataclasses.replace(search, backend=ReferenceBackend()), env, net, states
     )[-1]
+    # Several levels and path positions per loop iteration, in sizes that do not divide
+    # the depths (so that levels past `max_depth` and partial chunks are masked).
+    unrolled = dataclasses.replace(search, backend=UnrolledBackend(levels=3, backup_chunk=5))
     assert_trees_equal(rows, reference)
     assert_trees_equal(lockstep, reference)
+    assert_trees_equal(_two_moves(unrolled, env, net, states)[-1], reference)
 
 
 ORDER_CASES = {

@@ -6,6 +6,7 @@ from ._backend import (
     LockstepBackend as LockstepBackend,
     PlatformBackend as PlatformBackend,
     RowBackend as RowBackend,
+    UnrolledBackend as UnrolledBackend,
 )
 from ._chance import ChanceModel as ChanceModel, ChanceState as ChanceState
 from ._gumbel import GumbelRule as GumbelRule, SequentialHalving as SequentialHalving

@@ -8,6 +8,9 @@ Every backend gives the same arrays bit for bit, at different speeds:
   XLA:CPU in games with many actions;
 - [`azx.search.RowBackend`][]: one batch row at a time, in scalars (`azx.search._rows`),
   which XLA:CPU compiles into one function whose cost follows each row's own path length;
+- [`azx.search.UnrolledBackend`][]: the lockstep kernels with several levels (descent)
+  and more path positions (backup) per loop iteration, fewer iterations for more
+  arithmetic: for accelerators, where each iteration's condition is read back by the host;
 - [`azx.search.PlatformBackend`][] (the default): the row kernels on XLA:CPU in games with
   at most `ROW_LOOPS_MAX_ACTIONS` actions, lockstep everywhere else, chosen when the search
   is compiled.
@@ -148,6 +151,38 @@ class LockstepBackend(AbstractBackend):
 
     def backup(self, tree, path, end, leaf, leaf_value):
         return _lockstep.backup(tree, path, end, leaf, leaf_value)
+
+
+class UnrolledBackend(AbstractBackend):
+    """Lockstep kernels that spend arithmetic to save loop iterations, for accelerators:
+    each iteration of the descent's loop descends `levels` levels (rows that have stopped
+    pass through them without effect), and each of the backup's writes `backup_chunk`
+    path positions. On a GPU every iteration of a data-dependent loop ends with its
+    condition read back by the host; with fewer of them, larger kernels do the same work.
+    The same arrays as [`azx.search.LockstepBackend`][], bit for bit."""
+
+    levels: int = eqx.field(default=4, static=True)
+    """Descent levels per loop iteration."""
+    backup_chunk: int = eqx.field(default=16, static=True)
+    """Path positions the backup writes per loop iteration."""
+
+    def __check_init__(self):
+        for name in ("levels", "backup_chunk"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive int, got {value!r}")
+
+    def path_buffer(self, batch_size, max_depth):
+        return _lockstep.path_buffer(batch_size, max_depth, self.backup_chunk)
+
+    def descend(self, tree, rule, q_range, max_depth, root, path):
+        _, _, new_path, edges = _lockstep.descend(
+            tree, rule, q_range, max_depth, root, path, levels=self.levels
+        )
+        return new_path, edges
+
+    def backup(self, tree, path, end, leaf, leaf_value):
+        return _lockstep.backup(tree, path, end, leaf, leaf_value, chunk=self.backup_chunk)
 
 
 class RowBackend(AbstractBackend):

@@ -34,14 +34,16 @@ Select = Callable[[Node], tuple[Int[Array, " batch"], Float[Array, " batch"]]]
 BACKUP_CHUNK = 4
 
 
-def path_buffer(batch_size: int, max_depth: int) -> Int[Array, "batch columns"]:
+def path_buffer(
+    batch_size: int, max_depth: int, chunk: int = BACKUP_CHUNK
+) -> Int[Array, "batch columns"]:
     """The path of one simulation, one buffer for a whole search: column `p + 1` holds the
     edge out of the `p`-th node (positions `0..max_depth - 1`; the leaf, at most at
     position `max_depth`, is given to the backup on its own), column 0 the edge into the
     root (none), and enough columns after them for whole backup chunks plus the position
-    under the last one."""
-    chunks = -(-(max_depth + 1) // BACKUP_CHUNK)
-    return jnp.full((batch_size, chunks * BACKUP_CHUNK + 2), -1, jnp.int32)
+    under the last one (of `chunk` positions each)."""
+    chunks = -(-(max_depth + 1) // chunk)
+    return jnp.full((batch_size, chunks * chunk + 2), -1, jnp.int32)
 
 
 def descend(
@@ -52,6 +54,7 @@ def descend(
     root: tuple[Int[Array, " batch"], Bool[Array, " batch"]] | None,
     path: Int[Array, "batch columns"],
     leave: int = 0,
+    levels: int = 1,
 ) -> tuple[Int[Array, ""], Int[Array, " batch"], Int[Array, "batch columns"], Int[Array, " batch"]]:
     """The edges each row's descent takes from the root, written into column `p + 1` of
     `path` for the `p`-th edge, and their number; before them, the level the loop stopped
@@ -69,8 +72,13 @@ def descend(
     All rows descend in lockstep, one level per iteration of a `while_loop`, which costs
     the same per level however few rows are still descending. With `leave` the loop stops
     once at most that many rows are still descending, for the row loop to finish them one
-    at a time (`azx.search._rows.finish_descent`).
+    at a time (`azx.search._rows.finish_descent`). With `levels` > 1 (and no `leave`),
+    each iteration descends that many levels, those past `max_depth` masked: fewer
+    iterations, and so fewer loop conditions read back by the host, for levels that
+    rows which have stopped pass through without effect.
     """
+    if levels > 1 and leave:
+        raise ValueError(f"levels > 1 descends without leaving rows, got leave={leave}")
     batch_size, capacity, num_actions = tree.children.shape
     arrays = selection_arrays(tree)
     roots = jnp.arange(batch_size, dtype=jnp.int32) * capacity
@@ -86,6 +94,8 @@ def descend(
         # Each array read here is a row per batch row, small enough that XLA:CPU gathers it
         # on one thread instead of paying a second thread's wake-up at every level.
         active = cursor >= 0
+        if levels > 1:  # a level past `max_depth` inside an iteration does nothing
+            active = active & (depth < max_depth)
         rows = jnp.maximum(cursor, 0)
         edge, go, child = level_step(arrays, rows, lambda x: take(x, rows), select, tree_range)
         return record(depth, path, edges, edge, active & go, child)
@@ -98,7 +108,10 @@ def descend(
 
     def body(carry):
         depth, cursor, path, edges = carry
-        return depth + 1, *level(depth, cursor, path, edges)
+        for _ in range(levels):
+            cursor, path, edges = level(depth, cursor, path, edges)
+            depth = depth + 1
+        return depth, cursor, path, edges
 
     depth, cursor, edges = 0, roots, jnp.zeros((batch_size,), jnp.int32)
     if root is not None:
@@ -160,16 +173,17 @@ def backup(
     end: Int[Array, " batch"],
     leaf: Int[Array, " batch"],
     leaf_value: Float[Array, " batch"],
+    chunk: int = BACKUP_CHUNK,
 ) -> Tree:
     """`AbstractBackend.backup` for all rows in lockstep. A `while_loop` walks the path
-    upwards `BACKUP_CHUNK` positions at a time, starting at the chunk of the deepest leaf in
-    the batch, so the work follows the real depth rather than `max_depth`; each iteration
+    upwards `chunk` positions at a time (`path` from `path_buffer` with the same `chunk`),
+    starting at the chunk of the deepest leaf in the batch, so the work follows the real
+    depth rather than `max_depth`; each iteration
     gathers its positions' rows of `node_stats` once and writes the new mean value and
     visit count, and the edge's visits and Q in the parent's row, with one scatter per
     array. The loop carries only the arrays it writes, so XLA updates them in place.
     """
     batch_size, capacity, num_actions = tree.children.shape
-    chunk = BACKUP_CHUNK
     offsets = jnp.arange(chunk + 1, dtype=jnp.int32)[None, :]
     no_row = batch_size * capacity
     no_edge = no_row * num_actions
