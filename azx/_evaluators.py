@@ -105,23 +105,16 @@ def _opponent(spec: str, env: envs.AbstractEnv) -> arena.AbstractAgent:
         raise RunError(str(error)) from None
 
 
-def _simulations(player: arena.AbstractAgent) -> int | None:
-    """The simulations of a search agent's search; None for an agent without one."""
-    found = getattr(player, "search", None)
-    return None if found is None else found.num_simulations
-
-
-def _label(kind: str, player: arena.AbstractAgent) -> str:
-    simulations = _simulations(player)
+def _label(kind: str, simulations: int | None) -> str:
     return kind if simulations is None else f"{kind} ({simulations} sims)"
 
 
-def _run_result(run: Run, agent: str, player, seed: int, results, **more) -> dict[str, Any]:
+def _run_result(run: Run, agent: str, simulations, seed: int, results, **more) -> dict[str, Any]:
     return {
         "run": str(run.directory),
         "iteration": run.iteration,
         "agent": agent,
-        "num_simulations": _simulations(player),
+        "num_simulations": simulations,
         **more,
         "seed": seed,
         "results": results,
@@ -217,10 +210,11 @@ class MatchEvaluator(_AbstractAgentEvaluator):
             for spec in options["opponent"] or ["random"]
         )
         player = run.agent(agent, num_simulations=options["simulations"])
+        simulations = self.recipe.agent_simulations(agent, options["simulations"])
         results = evaluate(
             run.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
         )[agent]
-        label = _label(agent, player)
+        label = _label(agent, simulations)
         if opening_plies:
             label += f", the first {opening_plies} plies of every game random"
         lines = [f"{run.directory} at iteration {run.iteration}, {label}:"]
@@ -229,7 +223,7 @@ class MatchEvaluator(_AbstractAgentEvaluator):
             lines.append(_elo_line(results))
         points = _backgammon_points(run.env, opening(player), opponents, games, seed=seed)
         lines += [f"  vs {spec}: {text}" for spec, (_, text) in points.items()]
-        result = _run_result(run, agent, player, seed, results, opening_plies=opening_plies)
+        result = _run_result(run, agent, simulations, seed, results, opening_plies=opening_plies)
         if points:
             result["points"] = {spec: record for spec, (record, _) in points.items()}
         return result, agent, lines
@@ -352,7 +346,8 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
         episodes = 200 if options["games"] is None else options["games"]
         agent = options["agent"] or "search"
         player = run.agent(agent, num_simulations=options["simulations"])
-        name, key = _label(agent, player), jax.random.key(seed)
+        simulations = self.recipe.agent_simulations(agent, options["simulations"])
+        name, key = _label(agent, simulations), jax.random.key(seed)
         agents = {name: player} | {
             spec: _opponent(spec, run.env) for spec in options["opponent"] or []
         }
@@ -373,7 +368,7 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
                     "tile_shares": {str(k): v for k, v in game.tile_shares.items()},
                 }
                 lines.append(f"  {name}: {game}")
-        return _run_result(run, agent, player, seed, results), agent, lines
+        return _run_result(run, agent, simulations, seed, results), agent, lines
 
 
 # ----------------------------------------------------------------------------- policies

@@ -111,6 +111,13 @@ class AbstractAgentRecipe(AbstractRecipe):
         """The arena agent of `kind` (one of `agent_kinds`) playing `net` in `env`: greedy,
         or with `explore` its sampled counterpart (None for a kind without one)."""
 
+    def agent_simulations(self, kind: str, num_simulations: int | None) -> int | None:
+        """The simulations an agent of `kind` searches with (`num_simulations`, or else
+        the evaluation search's), None for the kinds without a search (`network_agent`'s)."""
+        if kind in _WITHOUT_SEARCH:
+            return None
+        return self.agent_search(num_simulations, explore=False).num_simulations
+
     def agent_search(self, num_simulations: int | None, explore: bool) -> search.AbstractSearch:
         """A search agent's search: the evaluation search (with `num_simulations` if
         given), or with `explore` the training search with as many simulations."""
@@ -175,6 +182,9 @@ class AbstractAgentRecipe(AbstractRecipe):
             check_full_move(env, "agent 'full-move'", RunError)
             return None if explore else arena.ValueMoveAgent(net, env)
         return arena.NetworkAgent(net, sample=explore)
+
+
+_WITHOUT_SEARCH = ("network", "full-move")  # the kinds of `network_agent`
 
 
 def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:
