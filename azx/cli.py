@@ -467,6 +467,25 @@ def play(
         typer.echo("\ninput ended; game abandoned.")
 
 
+@app.command()
+def explore(
+    run: Annotated[
+        list[Path],
+        typer.Option(help="Run directory written by azx train (repeatable).", metavar="DIR"),
+    ],
+    host: Annotated[str, typer.Option(help="Address to serve on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8000,
+) -> None:
+    """A local web page to play the agent and see the network's prior and value and the
+    search's visits and Q per move; prints its address (pip install "azx[explore]")."""
+    from . import explore as explorer
+
+    try:
+        explorer.serve(run, host=host, port=port, echo=typer.echo)
+    except (runs.RunError, ImportError, OSError) as error:
+        _fail(str(error))
+
+
 def main() -> None:
     app()
 

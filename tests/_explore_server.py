@@ -1,0 +1,49 @@
+"""A live `azx explore` server for the tests: uvicorn on a free port of 127.0.0.1, in a
+thread of the test process, and a JSON client for it that sends paths exactly as given."""
+
+import http.client
+import json
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+import uvicorn
+
+from azx.explore import Explorer, load_explored, make_app
+
+
+@contextmanager
+def explorer_server(directories):
+    """Serve the runs in `directories`; yields `(explorer, port)`."""
+    explorer = Explorer(load_explored(list(directories)))
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(make_app(explorer), log_level="error"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.05)
+    try:
+        yield explorer, sock.getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+        sock.close()
+
+
+def request(port, method, path, body=None, *, raw=None):
+    """`(status, decoded JSON or text)` of one request; `raw` sends those bytes as the body."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    try:
+        data = raw if raw is not None else (None if body is None else json.dumps(body))
+        headers = {} if data is None else {"Content-Type": "application/json"}
+        connection.request(method, path, body=data, headers=headers)
+        response = connection.getresponse()
+        text = response.read().decode()
+        kind = response.getheader("Content-Type", "")
+        return response.status, json.loads(text) if kind.startswith("application/json") else text
+    finally:
+        connection.close()

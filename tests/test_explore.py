@@ -1,0 +1,215 @@
+"""`azx explore`'s server: its analysis is azx.search's on the same position, network and
+key, the agent's replies are `run.agent()`'s, and no request (a path outside the page, an
+illegal move, an unknown game, a deleted run, malformed JSON) gets more than a message."""
+
+import shutil
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _cli import azx_cli, one_line_error
+from _explore_server import explorer_server, request
+
+import azx
+
+
+SIMULATIONS = 8
+
+
+@pytest.fixture(scope="module")
+def served(trained):
+    with explorer_server([trained]) as (explorer, port):
+        yield explorer, port
+
+
+def position(run, seed, actions):
+    """The batched state after `actions` from `seed`, as the page and `azx play` make it,
+    and the key of the next move."""
+    env = run.env
+    init_key, game_key = jax.random.split(jax.random.key(seed))
+    state = jax.vmap(env.init)(init_key[None])
+    for move, action in enumerate(actions):
+        key = jax.random.fold_in(game_key, move)
+        state = jax.vmap(env.step)(
+            state, jnp.asarray([action], jnp.int32), jax.random.split(key, 1)
+        )
+    return state, jax.random.fold_in(game_key, len(actions))
+
+
+def expected(run, state, key, simulations):
+    """azx.search's own numbers for `state`: the search from an empty tree with one row's
+    key, and the network on the observation."""
+    search = run.search(simulations)
+    env = run.env
+    output = eqx.filter_jit(
+        lambda net, state, key: search(net, env, search.init(env, 1), state, key=key)
+    )(run.net, state, jax.random.split(key, 1))
+    one = jax.tree.map(lambda x: x[0], state)
+    logits, value = run.net(env.observation(one))
+    legal = env.legal_action_mask(one)
+    prior = jax.nn.softmax(jnp.where(legal, logits, -jnp.inf))
+    root = output.tree
+    return {
+        "action": int(output.action[0]),
+        "value": float(value),
+        "root_value": float(output.root_value[0]),
+        "prior": np.asarray(prior),
+        "policy": np.asarray(output.policy_target[0]),
+        "visits": np.asarray(root.edge_visits[0, azx.search.ROOT_INDEX, : env.num_actions]),
+        "q": np.asarray(root.edge_q[0, azx.search.ROOT_INDEX, : env.num_actions]),
+    }
+
+
+def check_analysis(analysis, reference):
+    assert analysis["action"] == reference["action"]
+    np.testing.assert_array_equal(analysis["visits"], reference["visits"])
+    visits = reference["visits"]
+    np.testing.assert_allclose(analysis["visit_share"], visits / visits.sum(), rtol=1e-6)
+    q = [np.nan if v is None else v for v in analysis["q"]]
+    np.testing.assert_allclose(
+        q, np.where(visits > 0, reference["q"], np.nan), rtol=1e-5, atol=1e-6
+    )
+    np.testing.assert_allclose(analysis["prior"], reference["prior"], rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(analysis["policy"], reference["policy"], rtol=1e-5, atol=1e-7)
+    for name in ("value", "root_value"):
+        np.testing.assert_allclose(analysis[name], reference[name], rtol=1e-5, atol=1e-6)
+    assert analysis["pv"][0] == analysis["action"]
+
+
+def test_analysis_and_replies_are_the_search_and_the_agent(served, trained):
+    explorer, port = served
+    run = explorer.runs[0].run
+    status, game = request(
+        port, "POST", "/api/games",
+        {"run": 0, "human_first": False, "seed": 3, "simulations": SIMULATIONS},
+    )  # fmt: skip
+    assert status == 200, game
+    # The agent moved first: its analysis is the search's on the initial position.
+    (reply,) = game["history"]
+    assert reply["by"] == "azx"
+    state, key = position(run, 3, [])
+    check_analysis(game["last_analysis"], expected(run, state, key, SIMULATIONS))
+    agent = run.agent(num_simulations=SIMULATIONS)
+    act = eqx.filter_jit(
+        lambda agent, state, key: agent(run.env, agent.init(run.env, 1), state, key=key)
+    )
+    actions, _ = act(agent, state, key)
+    assert reply["action"] == int(actions[0])
+
+    # The person's move; the agent's reply is `run.agent()`'s on that position and key.
+    mine = game["legal"][0]
+    status, game = request(port, "POST", f"/api/games/{game['id']}/move", {"action": mine})
+    assert status == 200, game
+    played = [move["action"] for move in game["history"]]
+    assert played[:2] == [reply["action"], mine]
+    state, key = position(run, 3, played[:2])
+    actions, _ = act(agent, state, key)
+    assert played[2] == int(actions[0])
+
+    # Undo takes back the person's move and the reply.
+    status, undone = request(port, "POST", f"/api/games/{game['id']}/undo")
+    assert status == 200 and [m["action"] for m in undone["history"]] == played[:1]
+
+
+@pytest.mark.slow
+def test_analysis_with_other_simulations_is_the_search(served):
+    explorer, port = served
+    run = explorer.runs[0].run
+    status, game = request(
+        port, "POST", "/api/games",
+        {"run": 0, "human_first": True, "seed": 5, "simulations": SIMULATIONS},
+    )  # fmt: skip
+    status, game = request(port, "POST", f"/api/games/{game['id']}/move", {"action": 0})
+    played = [move["action"] for move in game["history"]]
+    status, analysis = request(port, "GET", f"/api/games/{game['id']}/analysis?simulations=16")
+    assert status == 200, analysis
+    state, key = position(run, 5, played)
+    check_analysis(analysis, expected(run, state, key, 16))
+
+
+def test_bad_requests_get_a_message_and_the_server_carries_on(served):
+    explorer, port = served
+    status, game = request(
+        port, "POST", "/api/games", {"run": 0, "human_first": True, "simulations": SIMULATIONS}
+    )
+    assert status == 200, game
+    other_status, other = request(
+        port, "POST", "/api/games", {"run": 0, "human_first": True, "simulations": SIMULATIONS}
+    )
+    assert other_status == 200 and other["id"] != game["id"]
+    name = game["id"]
+    status, game = request(port, "POST", f"/api/games/{name}/move", {"action": 4})
+    assert status == 200, game
+    taken = [move["action"] for move in game["history"]]
+    bad = [
+        # Paths outside the page: refused, nothing of the file served.
+        ("GET", "/../pyproject.toml", None, 404),
+        ("GET", "/static/../_server.py", None, 404),
+        ("GET", "/static/..%2f_server.py", None, 404),
+        ("GET", "/static/%2e%2e/%2e%2e/cli.py", None, 404),
+        ("GET", "/static/index.html/../../__init__.py", None, 404),
+        ("GET", "/etc/passwd", None, 404),
+        ("GET", "/api/runs/../../run.py", None, 404),
+        ("GET", "/static/_session.py", None, 404),
+        # Illegal moves, malformed moves, unknown games and runs, bad settings.
+        ("POST", f"/api/games/{name}/move", {"action": taken[0]}, 400),
+        ("POST", f"/api/games/{name}/move", {"action": 9}, 400),
+        ("POST", f"/api/games/{name}/move", {"action": -1}, 400),
+        ("POST", f"/api/games/{name}/move", {"action": "4"}, 400),
+        ("POST", f"/api/games/{name}/move", {"action": True}, 400),
+        ("POST", f"/api/games/{name}/move", {"move": 4}, 400),
+        ("POST", f"/api/games/{name}/move", b"{not json", 400),
+        ("POST", f"/api/games/{name}/move", b"[4]", 400),
+        ("POST", f"/api/games/{name}/move", b"\xff\xfe", 400),
+        ("POST", "/api/games/nope/move", {"action": 4}, 404),
+        ("GET", "/api/games/nope", None, 404),
+        ("GET", "/api/games/nope/analysis", None, 404),
+        ("GET", f"/api/games/{name}/analysis?simulations=0", None, 400),
+        ("GET", f"/api/games/{name}/analysis?simulations=-3", None, 400),
+        ("GET", f"/api/games/{name}/analysis?simulations=lots", None, 400),
+        ("GET", f"/api/games/{name}/analysis?simulations=99999999", None, 400),
+        ("POST", "/api/games", {"run": 7}, 404),
+        ("POST", "/api/games", {"run": "../ttt"}, 400),
+        ("POST", "/api/games", {"run": 0, "seed": -1}, 400),
+        ("POST", "/api/games", {"run": 0, "human_first": "yes"}, 400),
+        ("POST", "/api/games", {"run": 0, "simulations": 0}, 400),
+        ("DELETE", "/api/runs", None, 405),
+        ("GET", "/api/games", None, 405),
+    ]
+    for method, path, body, want in bad * 3:  # a burst, several times over
+        raw = body if isinstance(body, bytes) else None
+        status, answer = request(port, method, path, None if raw else body, raw=raw)
+        assert status == want, (method, path, body, status, answer)
+        assert isinstance(answer, dict) and answer["error"], (path, answer)
+        assert "Traceback" not in answer["error"]
+    # The game is as it was, the other one untouched, and both carry on.
+    status, again = request(port, "GET", f"/api/games/{name}")
+    assert status == 200 and [m["action"] for m in again["history"]] == taken
+    status, untouched = request(port, "GET", f"/api/games/{other['id']}")
+    assert status == 200 and untouched["history"] == other["history"]
+    status, listed = request(port, "GET", "/api/runs")
+    assert status == 200 and listed["runs"][0]["game"] == "tic_tac_toe"
+
+
+def test_a_run_deleted_while_served_is_a_message(trained, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(trained, copy)
+    with explorer_server([copy]) as (_, port):
+        status, game = request(port, "POST", "/api/games", {"run": 0, "simulations": SIMULATIONS})
+        assert status == 200, game
+        shutil.rmtree(copy)
+        for method, path, body in [
+            ("POST", "/api/games", {"run": 0}),
+            ("POST", f"/api/games/{game['id']}/move", {"action": game["legal"][0]}),
+            ("GET", f"/api/games/{game['id']}", None),
+        ]:
+            status, answer = request(port, method, path, body)
+            assert status == 410 and "deleted or moved" in answer["error"], answer
+        status, page = request(port, "GET", "/")
+        assert status == 200 and "azx explore" in page
+
+
+def test_command_line_errors_are_one_line(tmp_path):
+    one_line_error(azx_cli("explore", "--run", tmp_path), "not an azx run")
