@@ -47,3 +47,20 @@ def request(port, method, path, body=None, *, raw=None):
         return response.status, json.loads(text) if kind.startswith("application/json") else text
     finally:
         connection.close()
+
+
+def position(run, seed, actions):
+    """The batched state after `actions` from `seed`, as the page and `azx play` make it,
+    and the key of the next move (what the agent searches it with)."""
+    import jax
+    import jax.numpy as jnp
+
+    env = run.env
+    init_key, game_key = jax.random.split(jax.random.key(seed))
+    state = jax.vmap(env.init)(init_key[None])
+    for move, action in enumerate(actions):
+        key = jax.random.fold_in(game_key, move)
+        state = jax.vmap(env.step)(
+            state, jnp.asarray([action], jnp.int32), jax.random.split(key, 1)
+        )
+    return state, jax.random.fold_in(game_key, len(actions))

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _cli import azx_cli, one_line_error
-from _explore_server import explorer_server, request
+from _explore_server import explorer_server, position, request
 
 import azx
 
@@ -22,20 +22,6 @@ SIMULATIONS = 8
 def served(trained):
     with explorer_server([trained]) as (explorer, port):
         yield explorer, port
-
-
-def position(run, seed, actions):
-    """The batched state after `actions` from `seed`, as the page and `azx play` make it,
-    and the key of the next move."""
-    env = run.env
-    init_key, game_key = jax.random.split(jax.random.key(seed))
-    state = jax.vmap(env.init)(init_key[None])
-    for move, action in enumerate(actions):
-        key = jax.random.fold_in(game_key, move)
-        state = jax.vmap(env.step)(
-            state, jnp.asarray([action], jnp.int32), jax.random.split(key, 1)
-        )
-    return state, jax.random.fold_in(game_key, len(actions))
 
 
 def expected(run, state, key, simulations):
