@@ -199,3 +199,20 @@ def test_a_run_deleted_while_served_is_a_message(trained, tmp_path):
 
 def test_command_line_errors_are_one_line(tmp_path):
     one_line_error(azx_cli("explore", "--run", tmp_path), "not an azx run")
+
+
+def test_learning_curves_are_the_metrics(served, trained):
+    _, port = served
+    status, curves = request(port, "GET", "/api/runs/0/curves")
+    assert status == 200, curves
+    records = azx.run.read_metrics(trained)
+    (seed,) = curves["seeds"]
+    assert seed["points"]["loss"] == [[r["iteration"], r["loss"]] for r in records if "loss" in r]
+    score = "eval.search.random.score"
+    assert score in curves["metrics"]
+    assert [p[1] for p in seed["points"][score]] == [
+        r["eval"]["search"]["random"]["score"] for r in records
+    ]
+    for path in ("/api/runs/5/curves", "/api/runs/x/curves", "/api/runs/-1/curves"):
+        status, answer = request(port, "GET", path)
+        assert status == 404 and answer["error"], (path, answer)

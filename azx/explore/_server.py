@@ -103,6 +103,13 @@ def make_app(explorer: Explorer):
         del request, body
         return {"runs": [explored.describe() for explored in explorer.runs]}
 
+    def curves(request, body):
+        del body
+        text = request.path_params["run"]
+        if not text.isdigit():
+            raise ExploreError(404, f"no run {text!r}: runs are numbered from 0")
+        return explorer.curves(int(text))
+
     def new_game(request, body):
         del request
         name = explorer.new_game(
@@ -160,6 +167,7 @@ def make_app(explorer: Explorer):
         Route("/", page),
         Route("/static/{name}", static),
         Route("/api/runs", answer(runs)),
+        Route("/api/runs/{run}/curves", answer(curves)),
         Route("/api/games", answer(new_game), methods=["POST"]),
         Route("/api/games/{game}", answer(show_game)),
         Route("/api/games/{game}/move", answer(move), methods=["POST"]),

@@ -49,6 +49,8 @@ class ExploredRun:
 
     name: str
     run: Run
+    group: int
+    """Which directory of `azx explore --run` it came from (the seeds of one run share it)."""
 
     @property
     def directory(self) -> Path:
@@ -85,6 +87,7 @@ class ExploredRun:
             "players": self.run.env.num_players,
             "simulations": search,
             "plays": self.plays(),
+            "group": self.group,
         }
 
 
@@ -92,12 +95,31 @@ def load_explored(directories: list[Path]) -> list[ExploredRun]:
     """Every seed's run of each directory, named by the directory (and the seed, for a run
     of several seeds)."""
     explored = []
-    for directory in directories:
+    for group, directory in enumerate(directories):
         runs = load_runs(directory)
         for run in runs:
             name = directory.name if len(runs) == 1 else f"{directory.name} seed {run.seed}"
-            explored.append(ExploredRun(name=name, run=run))
+            explored.append(ExploredRun(name=name, run=run, group=group))
     return explored
+
+
+def curve_points(records: list[dict[str, Any]]) -> dict[str, list[list[int | float]]]:
+    """Each number logged in `records` (nested ones named by their path, as
+    `eval.search.random.score`) as `[iteration, value]` points."""
+    points: dict[str, list[list[int | float]]] = {}
+
+    def visit(iteration, prefix, value):
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                visit(iteration, f"{prefix}{key}.", inner)
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            if np.isfinite(value):
+                points.setdefault(prefix[:-1], []).append([iteration, float(value)])
+
+    for record in records:
+        iteration = record["iteration"]
+        visit(iteration, "", {k: v for k, v in record.items() if k != "iteration"})
+    return points
 
 
 def _board_env(env):
@@ -378,6 +400,18 @@ class Explorer:
 
     def __len__(self) -> int:
         return len(self.runs)
+
+    def curves(self, index: Any) -> dict[str, Any]:
+        """The learning curves of every seed of the run that `index` belongs to."""
+        group = self.run(index).group
+        seeds = []
+        for explored in self.runs:
+            if explored.group == group:
+                explored.check_present()
+                points = curve_points(explored.run.metrics())
+                seeds.append({"name": explored.name, "seed": explored.run.seed, "points": points})
+        names = sorted({name for seed in seeds for name in seed["points"]})
+        return {"metrics": names, "seeds": seeds}
 
     def new_game(self, run: Any, *, human_first: Any, seed: Any, simulations: Any) -> str:
         explored = self.run(run)

@@ -149,6 +149,62 @@ function drawAnalysis(a, title) {
   }
 }
 
+// Learning curves: one line per seed of the chosen run, drawn as an SVG in the page.
+const SVG = "http://www.w3.org/2000/svg";
+const COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"];
+let curves = null;
+
+function svgElement(name, attributes, text) {
+  const element = document.createElementNS(SVG, name);
+  for (const [key, value] of Object.entries(attributes)) element.setAttribute(key, value);
+  if (text !== undefined) element.textContent = text;
+  return element;
+}
+
+function drawCurve() {
+  const box = $("curve");
+  box.replaceChildren();
+  const metric = $("metric").value;
+  if (!curves || !metric) return;
+  const lines = curves.seeds.map((seed) => ({ name: seed.name, points: seed.points[metric] || [] }));
+  const all = lines.flatMap((line) => line.points);
+  if (all.length === 0) return;
+  const [width, height, left, bottom] = [720, 300, 60, 30];
+  const xs = all.map((p) => p[0]), ys = all.map((p) => p[1]);
+  let [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
+  if (x1 === x0) x1 = x0 + 1;
+  if (y1 === y0) { y0 -= 0.5; y1 += 0.5; }
+  const X = (x) => left + ((x - x0) / (x1 - x0)) * (width - left - 10);
+  const Y = (y) => 10 + (1 - (y - y0) / (y1 - y0)) * (height - bottom - 10);
+  const svg = svgElement("svg", { width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
+  svg.append(svgElement("line", { class: "axis", x1: left, y1: height - bottom, x2: width - 10, y2: height - bottom }));
+  svg.append(svgElement("line", { class: "axis", x1: left, y1: 10, x2: left, y2: height - bottom }));
+  for (const [y, anchor] of [[y0, height - bottom], [y1, 14]]) {
+    svg.append(svgElement("text", { x: left - 4, y: anchor, "text-anchor": "end" }, y.toPrecision(3)));
+  }
+  svg.append(svgElement("text", { x: left, y: height - 10 }, String(x0)));
+  svg.append(svgElement("text", { x: width - 10, y: height - 10, "text-anchor": "end" }, `${x1} iterations`));
+  lines.forEach((line, index) => {
+    const colour = COLOURS[index % COLOURS.length];
+    const points = line.points.map(([x, y]) => `${X(x)},${Y(y)}`).join(" ");
+    svg.append(svgElement("polyline", { points, fill: "none", stroke: colour, "stroke-width": 2, "data-seed": line.name }));
+    for (const [x, y] of line.points) svg.append(svgElement("circle", { cx: X(x), cy: Y(y), r: 2.5, fill: colour }));
+    svg.append(svgElement("text", { x: left + 10, y: 24 + 14 * index, fill: colour }, line.name));
+  });
+  box.append(svg);
+}
+
+async function loadCurves(run) {
+  curves = await api("GET", `/api/runs/${run}/curves`);
+  const select = $("metric");
+  const previous = select.value;
+  select.replaceChildren(...curves.metrics.map((name) => new Option(name, name)));
+  const preferred = [previous, ...curves.metrics.filter((n) => /^eval\..*score$/.test(n)),
+    ...curves.metrics.filter((n) => /return/.test(n)), "loss"];
+  select.value = preferred.find((name) => curves.metrics.includes(name)) || curves.metrics[0] || "";
+  drawCurve();
+}
+
 function simulations() {
   const text = $("simulations").value.trim();
   return text === "" ? undefined : Number(text);
@@ -193,6 +249,8 @@ async function start() {
   $("new").addEventListener("click", newGame);
   $("undo").addEventListener("click", undo);
   $("analyse").addEventListener("click", analyse);
+  $("metric").addEventListener("change", drawCurve);
+  $("run").addEventListener("change", () => busy(() => loadCurves(Number($("run").value))));
   await busy(async () => {
     runs = (await api("GET", "/api/runs")).runs;
     const select = $("run");
@@ -200,14 +258,13 @@ async function start() {
       const option = document.createElement("option");
       option.value = index;
       option.textContent = `${run.name} (${run.game}, iteration ${run.iteration})`;
-      option.disabled = run.plays !== null;
       select.append(option);
     });
     const playable = runs.findIndex((run) => run.plays === null);
-    if (playable < 0) throw new Error("none of the runs served plays a two-player game");
-    select.value = playable;
+    select.value = Math.max(playable, 0);
+    await loadCurves(Number(select.value));
   });
-  if (runs.some((run) => run.plays === null)) await newGame();
+  if (runs.length && runs[Number($("run").value)].plays === null) await newGame();
 }
 
 start();
