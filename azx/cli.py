@@ -431,6 +431,15 @@ def play(
     seed: Annotated[
         int, typer.Option(help="Seed of the game (who is which player).", metavar="N")
     ] = 0,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Print why the agent plays each move: the network's prior and value, the "
+            "search's visits and Q per move, the principal variation (each position "
+            "searched from an empty tree).",
+        ),
+    ] = False,
 ) -> None:
     """Play against the trained agent in the terminal; illegal moves are asked again."""
     from ._play import play as play_game
@@ -459,7 +468,13 @@ def play(
 
     try:
         play_game(
-            loaded.env, player, human_first=not second, seed=seed, read=read, write=typer.echo
+            loaded.env,
+            player,
+            human_first=not second,
+            seed=seed,
+            read=read,
+            write=typer.echo,
+            explain=explain,
         )
     except ValueError as error:
         _fail(str(error))

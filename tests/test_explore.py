@@ -216,3 +216,19 @@ def test_learning_curves_are_the_metrics(served, trained):
     for path in ("/api/runs/5/curves", "/api/runs/x/curves", "/api/runs/-1/curves"):
         status, answer = request(port, "GET", path)
         assert status == 404 and answer["error"], (path, answer)
+
+
+def test_play_explain_prints_the_analysis_of_each_move(trained):
+    moves = "".join(f"{cell}\n" for cell in range(1, 10))
+    result = azx_cli(
+        "play", "--run", trained, "--second", "--explain", "--simulations", SIMULATIONS,
+        input=moves,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    played = [line.split()[-1] for line in lines if line.startswith("azx plays ")]
+    chosen = [line.split()[0] for line in lines if line.endswith("<- played")]
+    assert played and played == chosen
+    assert sum("principal variation: " + move in line for line, move in zip(
+        [line for line in lines if "principal variation" in line], played
+    )) == len(played)  # fmt: skip

@@ -5,6 +5,7 @@ The page needs the `explore` extra (`pip install "azx[explore]"`: Starlette and
 uvicorn); the analysis itself (`analyse`) needs nothing beyond azx.
 """
 
+from ._explain import explain_move as explain_move, explanation as explanation
 from ._server import make_app as make_app, serve as serve
 from ._session import (
     MAX_SIMULATIONS as MAX_SIMULATIONS,

@@ -140,6 +140,14 @@ def make_app(explorer: Explorer):
         game.undo()
         return {"id": name} | game.view()
 
+    def frame(request, body):
+        del body
+        game = explorer.game(request.path_params["game"])
+        text = request.path_params["frame"]
+        if not text.isdigit():
+            raise ExploreError(404, f"no frame {text!r}: frames are numbered from 0")
+        return game.frame(int(text))
+
     def analysis(request, body):
         del body
         game = explorer.game(request.path_params["game"])
@@ -173,6 +181,7 @@ def make_app(explorer: Explorer):
         Route("/api/games/{game}/move", answer(move), methods=["POST"]),
         Route("/api/games/{game}/undo", answer(undo), methods=["POST"]),
         Route("/api/games/{game}/analysis", answer(analysis)),
+        Route("/api/games/{game}/frames/{frame}", answer(frame)),
     ]
     return starlette.applications.Starlette(
         routes=routes, exception_handlers={404: not_found, 405: not_allowed}

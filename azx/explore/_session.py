@@ -32,6 +32,8 @@ MAX_SIMULATIONS = 2048
 MAX_GAMES = 256
 #: Moves of the principal variation shown.
 PV_LENGTH = 12
+#: Moves of a single-player episode played for the page (it stops there if still going).
+MAX_EPISODE_MOVES = 1000
 
 
 class ExploreError(Exception):
@@ -68,9 +70,12 @@ class ExploredRun:
     def plays(self) -> str | None:
         """Why this run's agent cannot play on the page, or None if it can."""
         if not isinstance(self.run.preset.recipe, presets.AbstractAgentRecipe):
-            return f"{self.name} is a {self.run.algorithm} run; the page plays search agents"
-        if self.run.env.num_players != 2:
-            return f"{self.name} plays a single-player game; the page plays two-player games"
+            return (
+                f"{self.name} is a {self.run.algorithm} run: the page plays the agents of "
+                "AlphaZero and MuZero runs, and shows this one's learning curves"
+            )
+        if self.run.env.num_players > 2:
+            return f"{self.name} plays a game of {self.run.env.num_players} players"
         return None
 
     def describe(self) -> dict[str, Any]:
@@ -85,6 +90,7 @@ class ExploredRun:
             "iteration": self.run.iteration,
             "seed": self.run.seed,
             "players": self.run.env.num_players,
+            "analysed": self.plays() is None and self.run.algorithm != "muzero",
             "simulations": search,
             "plays": self.plays(),
             "group": self.group,
@@ -141,13 +147,17 @@ class Moves:
             board = None
         self.board = board
         self.num_actions = env.num_actions
+        # 2048's actions slide the tiles (pgx's order); its board is no grid of moves.
+        self.directions = ("left", "up", "right", "down") if env.name == "2048" else None
 
     def name(self, action: int) -> str:
+        if self.directions is not None:
+            return self.directions[action]
         return self.board.name(action) if self.board is not None else str(action)
 
     def layout(self) -> dict[str, Any]:
         names = [self.name(a) for a in range(self.num_actions)]
-        if self.board is None:
+        if self.board is None or self.directions is not None:
             return {"kind": "list", "rows": 1, "cols": self.num_actions, "names": names}
         kind = "grid" if self.board.kind in ("cell", "coordinate") else "column"
         return {"kind": kind, "rows": self.board.rows, "cols": self.board.cols, "names": names}
@@ -198,6 +208,7 @@ def analyse(agent: arena.SearchAgent, env, state, key, moves: Moves) -> dict[str
         analysis["q"] = [float(q[a]) if visits[a] > 0 else None for a in range(num_actions)]
         analysis["pv"] = _principal_variation(tree, action, num_actions)
     analysis["pv_names"] = [moves.name(a) for a in analysis["pv"]]
+    analysis["names"] = [moves.name(a) for a in range(num_actions)]
     return analysis
 
 
@@ -234,8 +245,14 @@ def check_simulations(value: Any) -> int:
 _step = eqx.filter_jit(lambda env, state, action, key: jax.vmap(env.step)(state, action, key))
 
 
+_act = eqx.filter_jit(
+    lambda agent, env, state, key: agent(env, agent.init(env, 1), state, key=key)[0]
+)
+
+
 class Game:
-    """A person against one run's agent: the seed, the moves so far and each position."""
+    """A person against one run's agent, or the agent's own episode of a single-player
+    game: the seed, the moves so far and each position."""
 
     def __init__(self, explored: ExploredRun, *, human_first: bool, seed: int, simulations: int):
         self.explored = explored
@@ -248,8 +265,11 @@ class Game:
         self.states = [jax.vmap(self.env.init)(init_key[None])]
         self.actions: list[int] = []
         self.players: list[int] = []
+        self.rewards: list[float] = []
         first = self.player()
-        self.human = first if human_first else 1 - first
+        self.single = self.env.num_players == 1
+        # Nobody is the person in a single-player episode: the agent plays every move.
+        self.human = None if self.single else first if human_first else 1 - first
         self.human_first = human_first
         # The analysis that decided each of the agent's moves, by move number.
         self.analyses: dict[int, dict[str, Any]] = {}
@@ -279,11 +299,19 @@ class Game:
         )
         self.states.append(state)
         self.actions.append(action)
+        # The mover's reward for the move (a single player's return adds these up).
+        self.rewards.append(float(self.env.rewards(self.one())[self.players[-1]]))
 
     def analyse(self, simulations: int | None = None) -> dict[str, Any]:
         """The analysis of the position on the board, with the key its move would use."""
         if self.over():
             raise ExploreError(400, "the game is over: there is no move to analyse")
+        if not isinstance(self.agent, arena.SearchAgent):
+            raise ExploreError(
+                400,
+                f"the analysis reads an AlphaZero network's prior and value; "
+                f"{self.explored.name} is a {self.explored.run.algorithm} run",
+            )
         agent = self.agent
         if simulations is not None and simulations != self.simulations:
             agent = self.explored.run.agent("search", num_simulations=simulations)
@@ -292,18 +320,52 @@ class Game:
         return analysis | {"move": move}
 
     def reply(self) -> None:
-        """The agent's moves until it is the person's turn or the game is over."""
+        """The agent's moves until it is the person's turn or the game is over (a
+        single-player episode: over, or `MAX_EPISODE_MOVES` long)."""
         while not self.over() and self.player() != self.human:
-            analysis = self.analyse()
-            self.analyses[len(self.actions)] = analysis
-            self._play(analysis["action"])
+            if self.single and len(self.actions) >= MAX_EPISODE_MOVES:
+                break
+            move = len(self.actions)
+            if isinstance(self.agent, arena.SearchAgent):
+                analysis = self.analyse()
+                self.analyses[move] = analysis
+                action = analysis["action"]
+            else:  # (MuZero's agent: its search plans in its learned model)
+                action = int(_act(self.agent, self.env, self.states[-1], self.key(move))[0])
+            self._play(action)
+
+    def frame(self, index: Any) -> dict[str, Any]:
+        """Position `index` of the game (0: the start), the move played from it and the
+        analysis that chose it (an agent's move), and the return up to it."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ExploreError(400, f"frame must be a whole number, got {index!r}")
+        if not 0 <= index < len(self.states):
+            raise ExploreError(
+                404, f"no frame {index}: this game has frames 0 to {len(self.states) - 1}"
+            )
+        one = jax.tree.map(lambda x: x[0], self.states[index])
+        played = index < len(self.actions)
+        return {
+            "frame": index,
+            "frames": len(self.states),
+            "svg": _svg(one) or _observation_svg(np.asarray(self.env.observation(one))),
+            "action": self.actions[index] if played else None,
+            "name": self.moves.name(self.actions[index]) if played else None,
+            "by": self._by(self.players[index]) if played else None,
+            "reward": self.rewards[index - 1] if index > 0 else 0.0,
+            "return": float(sum(self.rewards[:index])),
+            "analysis": self.analyses.get(index),
+        }
+
+    def _by(self, player: int) -> str:
+        return "you" if player == self.human else "azx"
 
     def move(self, action: Any) -> None:
         """The person's `action`, then the agent's reply."""
         if self.over():
             raise ExploreError(400, "the game is over; start a new one")
         if self.player() != self.human:
-            raise ExploreError(409, "it is the agent's turn, not yours")
+            raise ExploreError(409, "the agent plays every move of this game, not you")
         if isinstance(action, bool) or not isinstance(action, int):
             raise ExploreError(400, f"action must be a whole number, got {action!r}")
         legal = np.asarray(self.env.legal_action_mask(self.one()))
@@ -320,7 +382,7 @@ class Game:
 
     def undo(self) -> None:
         """Back to the person's turn before their last move."""
-        if self.human not in self.players:
+        if self.human is None or self.human not in self.players:
             raise ExploreError(400, "there is no move of yours to undo")
         while True:
             self.states.pop()
@@ -332,6 +394,8 @@ class Game:
     def result(self) -> str | None:
         if not self.over():
             return None
+        if self.single:
+            return f"Return {sum(self.rewards):g}"
         rewards = np.asarray(self.env.rewards(self.one()))
         outcome = int(np.sign(rewards[self.human] - rewards[1 - self.human]))
         return {1: "You win!", 0: "Draw.", -1: "azx wins."}[outcome]
@@ -341,6 +405,7 @@ class Game:
         over = self.over()
         legal = [] if over else [int(a) for a in np.flatnonzero(self.env.legal_action_mask(one))]
         last = max(self.analyses) if self.analyses else None
+        to_move = None if over else ("you" if self.player() == self.human else "azx")
         return {
             "run": self.explored.name,
             "game": self.env.name,
@@ -352,18 +417,41 @@ class Game:
             "layout": self.moves.layout(),
             "legal": legal,
             "history": [
-                {
-                    "by": "you" if player == self.human else "azx",
-                    "action": action,
-                    "name": self.moves.name(action),
-                }
+                {"by": self._by(player), "action": action, "name": self.moves.name(action)}
                 for player, action in zip(self.players, self.actions)
             ],
-            "to_move": None if over else ("you" if self.player() == self.human else "azx"),
+            "to_move": to_move,
+            "single_player": self.single,
+            "frames": len(self.states),
+            "return": float(sum(self.rewards)),
             "over": over,
             "result": self.result(),
             "last_analysis": None if last is None else self.analyses[last],
         }
+
+
+def _observation_svg(observation: np.ndarray) -> str:
+    """An observation drawn as grey cells: a vector as one row, an image (several planes
+    summed, each weighted by its index) as its grid."""
+    values = observation.astype(np.float64)
+    if values.ndim == 3:
+        values = (values * np.arange(1, values.shape[-1] + 1)).sum(axis=-1)
+    values = values.reshape(1, -1) if values.ndim < 2 else values.reshape(values.shape[0], -1)
+    low, high = float(values.min()), float(values.max())
+    scaled = (values - low) / (high - low) if high > low else np.zeros_like(values)
+    rows, cols = scaled.shape
+    cell = max(4, min(40, 400 // max(rows, cols)))
+    cells = "".join(
+        f'<rect x="{c * cell}" y="{r * cell}" width="{cell}" height="{cell}" '
+        f'fill="rgb({v},{v},{v})"/>'
+        for r in range(rows)
+        for c in range(cols)
+        for v in [int(255 * (1 - scaled[r, c]))]
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{cols * cell}" height="{rows * cell}">'
+        f"{cells}</svg>"
+    )
 
 
 def _svg(state) -> str | None:

@@ -5,6 +5,8 @@
 const $ = (id) => document.getElementById(id);
 let runs = [];
 let game = null;
+// The position shown: null for the position now, else a frame (0: the start) stepped to.
+let frameIndex = null;
 
 async function api(method, path, body) {
   const options = { method, headers: {} };
@@ -36,11 +38,14 @@ async function busy(work) {
     $("error").hidden = false;
   } finally {
     document.body.dataset.state = "ready";
-    for (const button of document.querySelectorAll("header button, h2 button")) button.disabled = false;
+    for (const button of document.querySelectorAll("header button, h2 button, #stepper button")) {
+      button.disabled = false;
+    }
     if (game) drawMoves(game);
   }
 }
 
+const round = (x) => Number(x.toPrecision(6));
 const percent = (x) => (x === null || x === undefined ? "" : (100 * x).toFixed(1) + "%");
 const signed = (x) => (x === null || x === undefined ? "–" : (x >= 0 ? "+" : "") + x.toFixed(3));
 
@@ -49,7 +54,9 @@ function drawMoves(view) {
   moves.replaceChildren();
   const layout = view.layout;
   const legal = new Set(view.legal);
-  const yourTurn = view.to_move === "you" && document.body.dataset.state !== "busy";
+  moves.hidden = view.single_player;
+  const yourTurn =
+    view.to_move === "you" && frameIndex === null && document.body.dataset.state !== "busy";
   const button = (action) => {
     const b = document.createElement("button");
     b.textContent = layout.names[action];
@@ -80,11 +87,16 @@ function drawMoves(view) {
 
 function draw(view) {
   game = view;
+  frameIndex = null;
   document.body.dataset.game = view.id;
   document.body.dataset.move = view.move;
   $("board").innerHTML = view.svg || `<p>(no drawing of ${view.game})</p>`;
+  $("frame-label").textContent = frameLabel(view.frames - 1, view.frames, view.return);
   let status;
-  if (view.over) status = `${view.result} (${view.move} moves)`;
+  if (view.single_player) {
+    const stopped = view.over ? "" : ", stopped there";
+    status = `Episode of ${view.run}: ${view.move} moves, return ${round(view.return)}${stopped}`;
+  } else if (view.over) status = `${view.result} (${view.move} moves)`;
   else if (view.to_move === "you") status = `Your move (${view.run}, ${view.simulations} simulations)`;
   else status = "azx is thinking…";
   $("status").textContent = status;
@@ -101,6 +113,33 @@ function draw(view) {
   } else {
     drawAnalysis(null, "The agent's analysis of its last move appears here.");
   }
+}
+
+function frameLabel(index, frames, total) {
+  const shown = game && game.single_player ? ` · return ${round(total)}` : "";
+  return `position ${index} of ${frames - 1}${shown}`;
+}
+
+// Steps through the game's positions: the board, and the analysis of the move made there.
+function step(where) {
+  return busy(async () => {
+    if (!game) throw new Error("start a game first");
+    const last = game.frames - 1;
+    const now = frameIndex === null ? last : frameIndex;
+    const target = Math.max(0, Math.min(last, where(now, last)));
+    const frame = await api("GET", `/api/games/${game.id}/frames/${target}`);
+    frameIndex = target === last ? null : target;
+    document.body.dataset.frame = target;
+    $("board").innerHTML = frame.svg;
+    $("frame-label").textContent = frameLabel(target, frame.frames, frame.return);
+    if (frame.analysis) {
+      drawAnalysis(frame.analysis, `Why azx played ${frame.name} (move ${target + 1})`);
+    } else if (frame.by === "you") {
+      drawAnalysis(null, `You played ${frame.name} (move ${target + 1})`);
+    } else {
+      drawAnalysis(null, target === last ? "The position now." : "");
+    }
+  });
 }
 
 function drawAnalysis(a, title) {
@@ -250,6 +289,10 @@ async function start() {
   $("undo").addEventListener("click", undo);
   $("analyse").addEventListener("click", analyse);
   $("metric").addEventListener("change", drawCurve);
+  $("first").addEventListener("click", () => step(() => 0));
+  $("back").addEventListener("click", () => step((now) => now - 1));
+  $("forward").addEventListener("click", () => step((now) => now + 1));
+  $("last").addEventListener("click", () => step((now, last) => last));
   $("run").addEventListener("change", () => busy(() => loadCurves(Number($("run").value))));
   await busy(async () => {
     runs = (await api("GET", "/api/runs")).runs;
