@@ -6,6 +6,7 @@ uvicorn); the analysis itself (`analyse`) needs nothing beyond azx.
 """
 
 from ._explain import explain_move as explain_move, explanation as explanation
+from ._record import record_games as record_games
 from ._server import make_app as make_app, serve as serve
 from ._session import (
     MAX_SIMULATIONS as MAX_SIMULATIONS,

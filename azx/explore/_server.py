@@ -101,7 +101,22 @@ def make_app(explorer: Explorer):
 
     def runs(request, body):
         del request, body
-        return {"runs": [explored.describe() for explored in explorer.runs]}
+        replays = [
+            {
+                "name": replay["name"],
+                "run": replay["run_index"],
+                "opponent": replay["opponent"],
+                "result": replay["result"],
+                "moves": len(replay["actions"]),
+            }
+            for replay in explorer.replays
+        ]
+        return {"runs": [explored.describe() for explored in explorer.runs], "replays": replays}
+
+    def open_replay(request, body):
+        del request
+        name = explorer.open_replay(body.get("replay"))
+        return {"id": name} | explorer.games[name].view()
 
     def curves(request, body):
         del body
@@ -177,6 +192,7 @@ def make_app(explorer: Explorer):
         Route("/api/runs", answer(runs)),
         Route("/api/runs/{run}/curves", answer(curves)),
         Route("/api/games", answer(new_game), methods=["POST"]),
+        Route("/api/replays", answer(open_replay), methods=["POST"]),
         Route("/api/games/{game}", answer(show_game)),
         Route("/api/games/{game}/move", answer(move), methods=["POST"]),
         Route("/api/games/{game}/undo", answer(undo), methods=["POST"]),
@@ -201,9 +217,17 @@ async def _body(request) -> dict[str, Any]:
     return body
 
 
-def serve(directories: list[Path], *, host: str = "127.0.0.1", port: int = 8000, echo=print):
-    """Load the runs in `directories` and serve the explorer on `host:port` until
-    interrupted; `echo` prints its address.
+def serve(
+    directories: list[Path],
+    *,
+    replays: list[Path] = (),
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    echo=print,
+):
+    """Load the runs in `directories` (and the records of `azx eval --record` in the
+    directories `replays`) and serve the explorer on `host:port` until interrupted;
+    `echo` prints its address.
 
     **Raises:** `ImportError` naming `pip install "azx[explore]"` without Starlette or
     uvicorn; [`azx.run.RunError`][] for a directory that holds no run.
@@ -213,7 +237,12 @@ def serve(directories: list[Path], *, host: str = "127.0.0.1", port: int = 8000,
         import uvicorn
     except ImportError:
         raise ImportError(INSTALL) from None
-    app = make_app(Explorer(load_explored(directories)))
+    records = []
+    for directory in replays:
+        if not Path(directory).is_dir():
+            raise RunError(f"`replays` {directory} is not a directory")
+        records += sorted(Path(directory).glob("*.json"))
+    app = make_app(Explorer(load_explored(directories), records))
     # Bound here, so that the address printed is the one served (port 0: a free one).
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)

@@ -11,6 +11,7 @@ the same move.
 
 import dataclasses
 import itertools
+import json
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -22,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import arena, presets
+from .._errors import RunError, one_line
 from .._rundir import CONFIG_FILE, Run, load_runs
 from ..search import ROOT_INDEX, UNVISITED, Tree
 
@@ -271,6 +273,8 @@ class Game:
         # Nobody is the person in a single-player episode: the agent plays every move.
         self.human = None if self.single else first if human_first else 1 - first
         self.human_first = human_first
+        # Who plays the other side: the person, or in a recorded game the opponent.
+        self.other = "you"
         # The analysis that decided each of the agent's moves, by move number.
         self.analyses: dict[int, dict[str, Any]] = {}
 
@@ -334,6 +338,47 @@ class Game:
                 action = int(_act(self.agent, self.env, self.states[-1], self.key(move))[0])
             self._play(action)
 
+    def play_out(self, opponent: arena.AbstractAgent, name: str) -> None:
+        """The agent against `opponent` (on the person's side) to the end: a recorded
+        game. `opponent` searches each position afresh with the move's key, as the agent
+        does."""
+        self.other = name
+        while not self.over():
+            if self.player() == self.human:
+                move = len(self.actions)
+                self._play(int(_act(opponent, self.env, self.states[-1], self.key(move))[0]))
+            else:
+                self.reply()
+
+    def replay(self, actions: list[int], other: str) -> None:
+        """Play `actions` from the start (a recorded game); each analysis of the agent's
+        moves is made when its frame is asked for."""
+        self.other = other
+        for action in actions:
+            legal = np.asarray(self.env.legal_action_mask(self.one()))
+            if self.over() or not 0 <= action < len(legal) or not legal[action]:
+                raise ExploreError(
+                    400, f"the record's move {len(self.actions) + 1} ({action}) is not legal"
+                )
+            self._play(action)
+
+    def record(self) -> dict[str, Any]:
+        """The game as a small JSON record, which `replay` plays again."""
+        return {
+            "azx_replay": 1,
+            "run": str(self.explored.directory.resolve()),
+            "iteration": self.explored.run.iteration,
+            "game": self.env.name,
+            "seed": self.seed,
+            "simulations": self.simulations,
+            "human_first": self.human_first,
+            "opponent": None if self.single else self.other,
+            "actions": self.actions,
+            "by": [self._by(player) for player in self.players],
+            "result": self.result(),
+            "return": float(sum(self.rewards)),
+        }
+
     def frame(self, index: Any) -> dict[str, Any]:
         """Position `index` of the game (0: the start), the move played from it and the
         analysis that chose it (an agent's move), and the return up to it."""
@@ -345,6 +390,12 @@ class Game:
             )
         one = jax.tree.map(lambda x: x[0], self.states[index])
         played = index < len(self.actions)
+        searched = isinstance(self.agent, arena.SearchAgent)
+        if played and self._by(self.players[index]) == "azx" and searched:
+            if index not in self.analyses:  # a recorded game's: the search that chose it
+                self.analyses[index] = analyse(
+                    self.agent, self.env, self.states[index], self.key(index), self.moves
+                ) | {"move": index}
         return {
             "frame": index,
             "frames": len(self.states),
@@ -358,10 +409,12 @@ class Game:
         }
 
     def _by(self, player: int) -> str:
-        return "you" if player == self.human else "azx"
+        return self.other if player == self.human else "azx"
 
     def move(self, action: Any) -> None:
         """The person's `action`, then the agent's reply."""
+        if self.other != "you":
+            raise ExploreError(400, "a recorded game is stepped through, not played on")
         if self.over():
             raise ExploreError(400, "the game is over; start a new one")
         if self.player() != self.human:
@@ -398,6 +451,8 @@ class Game:
             return f"Return {sum(self.rewards):g}"
         rewards = np.asarray(self.env.rewards(self.one()))
         outcome = int(np.sign(rewards[self.human] - rewards[1 - self.human]))
+        if self.other != "you":
+            return {1: f"{self.other} wins.", 0: "Draw.", -1: "azx wins."}[outcome]
         return {1: "You win!", 0: "Draw.", -1: "azx wins."}[outcome]
 
     def view(self) -> dict[str, Any]:
@@ -405,9 +460,10 @@ class Game:
         over = self.over()
         legal = [] if over else [int(a) for a in np.flatnonzero(self.env.legal_action_mask(one))]
         last = max(self.analyses) if self.analyses else None
-        to_move = None if over else ("you" if self.player() == self.human else "azx")
+        to_move = None if over else self._by(self.player())
         return {
             "run": self.explored.name,
+            "opponent": self.other,
             "game": self.env.name,
             "seed": self.seed,
             "simulations": self.simulations,
@@ -465,12 +521,51 @@ def _svg(state) -> str | None:
         return None
 
 
+def read_replay(path: Path, runs: list[ExploredRun]) -> dict[str, Any]:
+    """The record `path` written by `azx eval --record`, with the index of the served run
+    it belongs to (the one in its directory, or another of its game at its iteration).
+
+    **Raises:** `RunError` for a file that is no such record, or whose run is not served.
+    """
+    try:
+        record = json.loads(Path(path).read_text())
+        if not isinstance(record, dict) or record.get("azx_replay") != 1:
+            raise ValueError("it is not a record written by azx eval --record")
+        actions = record["actions"]
+        if not isinstance(actions, list) or not all(
+            isinstance(a, int) and not isinstance(a, bool) for a in actions
+        ):
+            raise ValueError("its actions are not a list of whole numbers")
+        for name, kind in (("seed", int), ("simulations", int), ("human_first", bool)):
+            if not isinstance(record[name], kind):
+                raise ValueError(f"its {name} is not a {kind.__name__}")
+        check_simulations(record["simulations"])
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, ValueError) as error:
+        raise RunError(f"{path} cannot be replayed: {one_line(error)}") from None
+    except ExploreError as error:
+        raise RunError(f"{path} cannot be replayed: {error.message}") from None
+    matching = [
+        index
+        for index, explored in enumerate(runs)
+        if str(explored.directory.resolve()) == record["run"]
+        and explored.run.iteration == record["iteration"]
+    ]
+    if not matching:
+        raise RunError(
+            f"{path} replays a game of {record['run']} at iteration {record['iteration']}: "
+            "serve that run too (azx explore --run DIR)"
+        )
+    name = Path(path).stem
+    return record | {"run_index": matching[0], "name": name, "path": str(path)}
+
+
 class Explorer:
     """The runs served and the games in play, behind one lock: the web page's requests
     arrive on several threads, and each game changes step by step."""
 
-    def __init__(self, runs: list[ExploredRun]):
+    def __init__(self, runs: list[ExploredRun], replays: list[Path] = ()):
         self.runs = runs
+        self.replays = [read_replay(path, runs) for path in replays]
         self.games: OrderedDict[str, Game] = OrderedDict()
         self.lock = threading.Lock()
         self._ids = itertools.count(1)
@@ -519,6 +614,26 @@ class Explorer:
             simulations=check_simulations(simulations),
         )
         game.reply()
+        return self._add(game)
+
+    def open_replay(self, index: Any) -> str:
+        """A game made of recorded replay `index`'s moves."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ExploreError(400, f"replay must be the number of a replay, got {index!r}")
+        if not 0 <= index < len(self.replays):
+            raise ExploreError(404, f"no replay {index}: the explorer has {len(self.replays)}")
+        replay = self.replays[index]
+        explored = self.run(replay["run_index"])
+        game = Game(
+            explored,
+            human_first=replay["human_first"],
+            seed=replay["seed"],
+            simulations=replay["simulations"],
+        )
+        game.replay(replay["actions"], replay["opponent"] or "you")
+        return self._add(game)
+
+    def _add(self, game: Game) -> str:
         # An unguessable name is not needed on 127.0.0.1; a counter keeps the tabs apart.
         name = f"g{next(self._ids)}"
         self.games[name] = game

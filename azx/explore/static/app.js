@@ -96,6 +96,8 @@ function draw(view) {
   if (view.single_player) {
     const stopped = view.over ? "" : ", stopped there";
     status = `Episode of ${view.run}: ${view.move} moves, return ${round(view.return)}${stopped}`;
+  } else if (view.opponent !== "you") {
+    status = `Replay of azx against ${view.opponent}: ${view.result || "unfinished"} (${view.move} moves)`;
   } else if (view.over) status = `${view.result} (${view.move} moves)`;
   else if (view.to_move === "you") status = `Your move (${view.run}, ${view.simulations} simulations)`;
   else status = "azx is thinking…";
@@ -134,8 +136,9 @@ function step(where) {
     $("frame-label").textContent = frameLabel(target, frame.frames, frame.return);
     if (frame.analysis) {
       drawAnalysis(frame.analysis, `Why azx played ${frame.name} (move ${target + 1})`);
-    } else if (frame.by === "you") {
-      drawAnalysis(null, `You played ${frame.name} (move ${target + 1})`);
+    } else if (frame.by !== null && frame.by !== "azx") {
+      const who = frame.by === "you" ? "You" : frame.by;
+      drawAnalysis(null, `${who} played ${frame.name} (move ${target + 1})`);
     } else {
       drawAnalysis(null, target === last ? "The position now." : "");
     }
@@ -270,6 +273,12 @@ function play(action) {
   });
 }
 
+function openReplay() {
+  return busy(async () => {
+    draw(await api("POST", "/api/replays", { replay: Number($("replay").value) }));
+  }).then(() => step(() => 0));
+}
+
 function undo() {
   return busy(async () => draw(await api("POST", `/api/games/${game.id}/undo`)));
 }
@@ -288,6 +297,7 @@ async function start() {
   $("new").addEventListener("click", newGame);
   $("undo").addEventListener("click", undo);
   $("analyse").addEventListener("click", analyse);
+  $("open-replay").addEventListener("click", openReplay);
   $("metric").addEventListener("change", drawCurve);
   $("first").addEventListener("click", () => step(() => 0));
   $("back").addEventListener("click", () => step((now) => now - 1));
@@ -295,7 +305,15 @@ async function start() {
   $("last").addEventListener("click", () => step((now, last) => last));
   $("run").addEventListener("change", () => busy(() => loadCurves(Number($("run").value))));
   await busy(async () => {
-    runs = (await api("GET", "/api/runs")).runs;
+    const served = await api("GET", "/api/runs");
+    runs = served.runs;
+    $("replay-controls").hidden = served.replays.length === 0;
+    $("replay").replaceChildren(
+      ...served.replays.map(
+        (replay, index) =>
+          new Option(`${replay.name}: ${replay.result || ""} (${replay.moves} moves)`, index)
+      )
+    );
     const select = $("run");
     runs.forEach((run, index) => {
       const option = document.createElement("option");
