@@ -14,9 +14,10 @@ from azx.explore import Explorer, load_explored, make_app
 
 
 @contextmanager
-def explorer_server(directories):
-    """Serve the runs in `directories`; yields `(explorer, port)`."""
-    explorer = Explorer(load_explored(list(directories)))
+def explorer_server(directories, replays=()):
+    """Serve the runs in `directories` (and the records `replays`); yields
+    `(explorer, port)`."""
+    explorer = Explorer(load_explored(list(directories)), list(replays))
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     server = uvicorn.Server(uvicorn.Config(make_app(explorer), log_level="error"))

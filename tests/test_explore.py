@@ -2,6 +2,7 @@
 key, the agent's replies are `run.agent()`'s, and no request (a path outside the page, an
 illegal move, an unknown game, a deleted run, malformed JSON) gets more than a message."""
 
+import json
 import shutil
 
 import equinox as eqx
@@ -232,3 +233,41 @@ def test_play_explain_prints_the_analysis_of_each_move(trained):
     assert sum("principal variation: " + move in line for line, move in zip(
         [line for line in lines if "principal variation" in line], played
     )) == len(played)  # fmt: skip
+
+
+def record_of(directory):
+    return json.loads((directory / "random-0.json").read_text())["actions"] + [None]
+
+
+def test_recorded_games_replay_with_the_analysis_that_chose_them(trained, tmp_path):
+    run = azx.load_run(trained)
+    lines = azx.explore.record_games(
+        run, ["random"], tmp_path, seed=4, simulations=SIMULATIONS, games=1
+    )
+    assert lines == [f"recorded {tmp_path / 'random-0'}.json: " + lines[0].split(": ")[-1]]
+    animation = (tmp_path / "random-0.svg").read_text()
+    assert "@keyframes" in animation and animation.count('id="_fr') == len(record_of(tmp_path))
+    record = json.loads((tmp_path / "random-0.json").read_text())
+    assert record["opponent"] == "random" and record["by"][:2] == ["azx", "random"]
+    (tmp_path / "bad.json").write_text("[1, 2]")
+    with pytest.raises(azx.run.RunError, match="cannot be replayed"):
+        azx.explore.Explorer([], [tmp_path / "bad.json"])
+    with pytest.raises(azx.run.RunError, match="serve that run too"):
+        azx.explore.Explorer([], [tmp_path / "random-0.json"])
+    (tmp_path / "bad.json").unlink()
+    with explorer_server([trained], [tmp_path / "random-0.json"]) as (_, port):
+        status, listed = request(port, "GET", "/api/runs")
+        assert [replay["name"] for replay in listed["replays"]] == ["random-0"]
+        status, game = request(port, "POST", "/api/replays", {"replay": 0})
+        assert status == 200, game
+        assert [move["action"] for move in game["history"]] == record["actions"]
+        assert game["result"] == record["result"]
+        for index, by in enumerate(record["by"]):
+            status, frame = request(port, "GET", f"/api/games/{game['id']}/frames/{index}")
+            assert status == 200 and frame["by"] == by
+            if by == "azx":  # the search on that position and key plays the recorded move
+                assert frame["analysis"]["action"] == record["actions"][index]
+            else:
+                assert frame["analysis"] is None
+        status, answer = request(port, "POST", f"/api/games/{game['id']}/move", {"action": 0})
+        assert status == 400 and "recorded" in answer["error"]
