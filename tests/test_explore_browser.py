@@ -150,3 +150,69 @@ def test_whole_games_by_clicks(trained, connect_four, browser):
         assert first.evaluate("document.body.dataset.game") != second.evaluate(
             "document.body.dataset.game"
         )
+
+
+@pytest.fixture(scope="module")
+def game_2048(tmp_path_factory):
+    """A one-iteration 2048 run with a small network: a single-player agent to watch."""
+    out = tmp_path_factory.mktemp("run") / "2048"
+    settings = ["num_envs=8", "train_steps=1", "batch_size=16", "collect_steps=2",
+                "search.num_simulations=4", "network_options.width=16"]  # fmt: skip
+    args = [f"--set={setting}" for setting in settings]
+    result = azx_cli(
+        "train", "--preset", "2048", "--out", out, "--iterations", 1, "--quiet",
+        *SMALL[:4], "--eval-games", 2, *args,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_episodes_replays_and_curves(trained, game_2048, browser, tmp_path):
+    import azx
+
+    replays = tmp_path / "replays"
+    azx.explore.record_games(
+        azx.load_run(trained), ["greedy"], replays, seed=0, simulations=SIMULATIONS, games=1
+    )
+    with explorer_server([trained, game_2048], [replays / "greedy-0.json"]) as (explorer, port):
+        page = browser.new_page(viewport={"width": 1100, "height": 760})
+        page.goto(f"http://127.0.0.1:{port}/")
+        ready(page)
+
+        # The learning curve of the tic-tac-toe run: one line (one seed).
+        assert page.locator("#curve svg polyline").count() == 1
+        page.locator("#curves-panel").screenshot(path=DOCS / "explore-curves.png")
+
+        # A replay of an evaluation game, stepped from its start.
+        page.select_option("#replay", "0")
+        page.click("#open-replay")
+        ready(page)
+        assert page.locator("#status").inner_text().startswith("Replay of azx against greedy")
+        assert page.locator("#frame-label").inner_text().startswith("position 0 of ")
+        page.click("#forward")
+        ready(page)
+        assert page.locator("#frame-label").inner_text().startswith("position 1 of ")
+        title = page.locator("#analysis-title").inner_text()
+        assert title.startswith(("Why azx played", "greedy played")), title
+
+        # A single-player episode, frame by frame, with its return so far.
+        page.select_option("#run", "1")
+        ready(page)
+        page.fill("#simulations", "4")
+        page.click("#new")
+        ready(page)
+        status = page.locator("#status").inner_text()
+        assert status.startswith("Episode of 2048"), status
+        game = page.evaluate("document.body.dataset.game")
+        episode = explorer.games[game]
+        for index in range(3):
+            page.click("#first") if index == 0 else page.click("#forward")
+            ready(page)
+            label = page.locator("#frame-label").inner_text()
+            frame = episode.frame(index)
+            shown, _, total = label.partition(" · return ")
+            assert shown == f"position {index} of {frame['frames'] - 1}", label
+            assert float(total) == pytest.approx(frame["return"], rel=1e-5), label
+            assert page.locator("#board svg").count() == 1
+        assert page.locator("#analysis tbody tr.chosen").count() == 1
+        page.screenshot(path=DOCS / "explore-episode.png")

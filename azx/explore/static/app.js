@@ -102,6 +102,7 @@ function draw(view) {
   else if (view.to_move === "you") status = `Your move (${view.run}, ${view.simulations} simulations)`;
   else status = "azx is thinking…";
   $("status").textContent = status;
+  $("history").hidden = view.single_player;
   $("history").replaceChildren(
     ...view.history.map((m) => {
       const li = document.createElement("li");
@@ -241,7 +242,8 @@ async function loadCurves(run) {
   const select = $("metric");
   const previous = select.value;
   select.replaceChildren(...curves.metrics.map((name) => new Option(name, name)));
-  const preferred = [previous, ...curves.metrics.filter((n) => /^eval\..*score$/.test(n)),
+  const preferred = [previous, ...curves.metrics.filter((n) => /^eval\.search\..*score$/.test(n)),
+    ...curves.metrics.filter((n) => /^eval\..*score$/.test(n)),
     ...curves.metrics.filter((n) => /return/.test(n)), "loss"];
   select.value = preferred.find((name) => curves.metrics.includes(name)) || curves.metrics[0] || "";
   drawCurve();
