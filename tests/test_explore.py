@@ -14,6 +14,7 @@ from _cli import azx_cli, one_line_error
 from _explore_server import explorer_server, position, request
 
 import azx
+import azx.explore
 
 
 SIMULATIONS = 8
@@ -271,3 +272,26 @@ def test_recorded_games_replay_with_the_analysis_that_chose_them(trained, tmp_pa
                 assert frame["analysis"] is None
         status, answer = request(port, "POST", f"/api/games/{game['id']}/move", {"action": 0})
         assert status == 400 and "recorded" in answer["error"]
+
+
+def test_eval_record_is_checked_before_the_evaluation(trained, tmp_path):
+    (tmp_path / "file").write_text("")
+    one_line_error(azx_cli("eval", "--run", trained, "--record", tmp_path / "file"), "--record")
+
+
+@pytest.mark.slow
+def test_eval_record_writes_each_game(trained, tmp_path):
+    out = tmp_path / "replays"
+    result = azx_cli(
+        "eval", "--run", trained, "--games", 2, "--opponent", "random", "--opponent", "greedy",
+        "--simulations", SIMULATIONS, "--json", tmp_path / "result.json", "--record", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    names = sorted(path.name for path in out.iterdir())
+    assert names == sorted(
+        f"{spec}-{index}.{kind}"
+        for spec in ("random", "greedy")
+        for index in range(2)
+        for kind in ("json", "svg")
+    )
+    assert result.output.count("recorded ") == 4

@@ -168,7 +168,7 @@ def game_2048(tmp_path_factory):
 
 
 def test_episodes_replays_and_curves(trained, game_2048, browser, tmp_path):
-    import azx
+    import azx.explore
 
     replays = tmp_path / "replays"
     azx.explore.record_games(
