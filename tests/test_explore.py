@@ -4,6 +4,7 @@ illegal move, an unknown game, a deleted run, malformed JSON) gets more than a m
 
 import json
 import shutil
+import sys
 
 import equinox as eqx
 import jax
@@ -295,3 +296,8 @@ def test_eval_record_writes_each_game(trained, tmp_path):
         for kind in ("json", "svg")
     )
     assert result.output.count("recorded ") == 4
+
+
+def test_a_missing_extra_is_one_line_naming_it(trained, monkeypatch):
+    monkeypatch.setitem(sys.modules, "starlette.applications", None)
+    one_line_error(azx_cli("explore", "--run", trained), 'pip install "azx[explore]"')

@@ -114,7 +114,11 @@ function draw(view) {
   if (view.last_analysis) {
     drawAnalysis(view.last_analysis, `Why azx played ${view.last_analysis.action_name} (move ${view.last_analysis.move + 1})`);
   } else {
-    drawAnalysis(null, "The agent's analysis of its last move appears here.");
+    const run = runs.find((r) => r.name === view.run);
+    const why = run && !run.analysed
+      ? "A MuZero agent plans in its learned model: its moves are shown without an analysis."
+      : "The agent's analysis of its last move appears here.";
+    drawAnalysis(null, why);
   }
 }
 
