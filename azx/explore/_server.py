@@ -2,7 +2,7 @@
 
 The application answers a fixed set of routes: the page, its three files shipped in
 `azx/explore/static/` (looked up by name in a table, never by a path from the request),
-and a JSON interface to the runs and games of an [`Explorer`][azx.explore.Explorer].
+and a JSON interface to the runs and games of an `Explorer`.
 Every refused request is a JSON object `{"error": message}` with a 4xx status; nothing a
 request sends stops the server.
 """
@@ -40,6 +40,7 @@ _SECURITY_HEADERS = {
 def _starlette():
     try:
         import starlette.applications
+        import starlette.concurrency
         import starlette.responses
         import starlette.routing
     except ImportError:
@@ -80,13 +81,12 @@ def make_app(explorer: Explorer):
         return wrapped
 
     async def _in_thread(endpoint, request, body):
-        from starlette.concurrency import run_in_threadpool
-
+        # Searches take seconds: off the event loop, one at a time (the games change).
         def locked():
             with explorer.lock:
                 return endpoint(request, body)
 
-        return await run_in_threadpool(locked)
+        return await starlette.concurrency.run_in_threadpool(locked)
 
     def page(request):
         del request
