@@ -7,6 +7,9 @@ import shutil
 from pathlib import Path
 
 import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 from _cli import SMALL, azx_cli
 from _explore_server import explorer_server, position
@@ -216,3 +219,17 @@ def test_episodes_replays_and_curves(trained, game_2048, browser, tmp_path):
             assert page.locator("#board svg").count() == 1
         assert page.locator("#analysis tbody tr.chosen").count() == 1
         page.screenshot(path=DOCS / "explore-episode.png")
+
+        # 2048's chance after the chosen move: the outcomes' probabilities, the game's own.
+        page.click("#first")
+        ready(page)
+        env, start = episode.env, episode.states[0]
+        analysis = episode.frame(0)["analysis"]
+        one = jax.tree.map(lambda x: x[0], start)
+        after = env.afterstate(one, jnp.int32(analysis["action"]))
+        probabilities = np.asarray(env.chance_probabilities(after))
+        assert [o["outcome"] for o in analysis["chance"]] == list(np.flatnonzero(probabilities))
+        np.testing.assert_allclose(
+            [o["probability"] for o in analysis["chance"]], probabilities[probabilities > 0]
+        )
+        assert page.locator("#chance tbody tr").count() == len(analysis["chance"])

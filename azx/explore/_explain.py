@@ -57,4 +57,8 @@ def explanation(analysis: dict[str, Any]) -> list[str]:
         lines.append(row + ("  <- played" if action == analysis["action"] else ""))
     if len(order) > SHOWN_MOVES:
         lines.append(f"  ... and {len(order) - SHOWN_MOVES} more legal moves")
+    if analysis["chance"]:
+        likely = sorted(analysis["chance"], key=lambda o: -o["probability"])[:SHOWN_MOVES]
+        outcomes = ", ".join(f"{o['outcome']} {o['probability']:.1%}" for o in likely)
+        lines.append(f"  chance after {analysis['action_name']}: {outcomes}")
     return lines

@@ -25,6 +25,7 @@ import numpy as np
 from .. import arena, presets
 from .._errors import RunError, one_line
 from .._rundir import CONFIG_FILE, Run, load_runs
+from ..envs import AbstractChanceEnv
 from ..search import ROOT_INDEX, UNVISITED, Tree
 
 
@@ -209,9 +210,43 @@ def analyse(agent: arena.SearchAgent, env, state, key, moves: Moves) -> dict[str
         # Q only where the move was searched; unvisited moves have no estimate.
         analysis["q"] = [float(q[a]) if visits[a] > 0 else None for a in range(num_actions)]
         analysis["pv"] = _principal_variation(tree, action, num_actions)
+    analysis["chance"] = _chance(env, state, action, tree)
     analysis["pv_names"] = [moves.name(a) for a in analysis["pv"]]
     analysis["names"] = [moves.name(a) for a in range(num_actions)]
     return analysis
+
+
+@eqx.filter_jit
+def _afterstate_chance(env: AbstractChanceEnv, state, action):
+    after = env.afterstate(jax.tree.map(lambda x: x[0], state), action)
+    return env.has_chance(after), env.chance_probabilities(after)
+
+
+def _chance(env, state, action: int, tree) -> list[dict[str, Any]] | None:
+    """In a game that exposes its chance, the outcomes that can follow the chosen move:
+    each one's probability and, where the search planned over them (chance nodes), its
+    visits and Q. None where chance does not act after the move."""
+    if not isinstance(env, AbstractChanceEnv):
+        return None
+    has_chance, probabilities = _afterstate_chance(env, state, jnp.int32(action))
+    if not bool(has_chance):
+        return None
+    probabilities = np.asarray(probabilities)
+    visits = q = None
+    if isinstance(tree, Tree) and tree.chance is not None:
+        node = int(tree.children[0, ROOT_INDEX, action])
+        if node != UNVISITED and bool(tree.chance[0, node]):
+            visits = np.asarray(tree.edge_visits[0, node, : len(probabilities)])
+            q = np.asarray(tree.edge_q[0, node, : len(probabilities)])
+    return [
+        {
+            "outcome": int(outcome),
+            "probability": float(probabilities[outcome]),
+            "visits": None if visits is None else int(visits[outcome]),
+            "q": None if visits is None or visits[outcome] == 0 else float(q[outcome]),
+        }
+        for outcome in np.flatnonzero(probabilities > 0)
+    ]
 
 
 def _floats(values: np.ndarray) -> list[float]:

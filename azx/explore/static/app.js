@@ -155,6 +155,7 @@ function drawAnalysis(a, title) {
   const body = $("analysis").querySelector("tbody");
   body.replaceChildren();
   $("summary").replaceChildren();
+  drawChance(a);
   if (!a) return;
   const facts = [
     ["network value", signed(a.value)],
@@ -251,6 +252,33 @@ async function loadCurves(run) {
     ...curves.metrics.filter((n) => /return/.test(n)), "loss"];
   select.value = preferred.find((name) => curves.metrics.includes(name)) || curves.metrics[0] || "";
   drawCurve();
+}
+
+// At a chance node (after the chosen move, in 2048 or backgammon): the outcomes'
+// probabilities, and the search's visits and Q where it planned over them.
+function drawChance(a) {
+  const panel = $("chance-panel");
+  panel.hidden = !(a && a.chance);
+  if (panel.hidden) return;
+  $("chance-title").textContent = `Chance after ${a.action_name}`;
+  const rows = [...a.chance].sort((x, y) => y.probability - x.probability);
+  $("chance").querySelector("tbody").replaceChildren(
+    ...rows.map((row) => {
+      const tr = document.createElement("tr");
+      tr.dataset.outcome = row.outcome;
+      for (const text of [
+        String(row.outcome),
+        percent(row.probability),
+        row.visits === null ? "" : String(row.visits),
+        signed(row.q),
+      ]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.append(td);
+      }
+      return tr;
+    })
+  );
 }
 
 function simulations() {
