@@ -8,9 +8,14 @@ import threading
 import time
 from contextlib import contextmanager
 
-import uvicorn
+import pytest
 
 from azx.explore import Explorer, load_explored, make_app
+
+
+# The explorer's extra (azx[explore], in dev): without it, its tests are skipped.
+pytest.importorskip("starlette")
+uvicorn = pytest.importorskip("uvicorn")
 
 
 @contextmanager
