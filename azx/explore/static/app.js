@@ -359,7 +359,9 @@ async function start() {
     select.value = Math.max(playable, 0);
     await loadCurves(Number(select.value));
   });
-  if (runs.length && runs[Number($("run").value)].plays === null) await newGame();
+  const chosen = runs[Number($("run").value)];
+  if (chosen && chosen.plays === null) await newGame();
+  else $("status").textContent = chosen ? chosen.plays : "The explorer serves no run.";
 }
 
 start();
