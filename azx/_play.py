@@ -111,9 +111,12 @@ def play(
     seed: int,
     read: Callable[[str], str],
     write: Callable[[str], None],
+    explain: bool = False,
 ) -> int:
     """Play one game; `read(prompt)` returns the person's line (raises `EOFError` when
-    input ends). **Returns:** +1 if the person won, 0 for a draw, -1 for a loss."""
+    input ends). With `explain`, each of the agent's moves is searched from an empty tree
+    and printed with its analysis (`azx.explore.explain_move`). **Returns:** +1 if the
+    person won, 0 for a draw, -1 for a loss."""
     board_env = _board_env(env)
     board = _Board(board_env)
     init_key, game_key = jax.random.split(jax.random.key(seed))
@@ -152,8 +155,13 @@ def play(
             # The first search compiles (seconds to tens of seconds): say so, not a silence.
             write("azx is thinking…" + ("" if thought else " (compiling its search first)"))
             thought = True
-            actions, agent_state = act(agent, agent_state, state, key)
-            action = int(actions[0])
+            if explain:
+                from .explore import explain_move
+
+                action = explain_move(env, agent, state, key, write)
+            else:
+                actions, agent_state = act(agent, agent_state, state, key)
+                action = int(actions[0])
             write(f"azx plays {board.name(action)}")
         action_array = jnp.asarray([action], jnp.int32)
         state = step(state, action_array, jax.random.split(key, 1))

@@ -356,10 +356,21 @@ _EVAL = (
         metavar="FILE",
         flag="--json",
     ),
+    Option(
+        "record",
+        Path,
+        "Also play a few games of the agent against each opponent (episodes, in a "
+        "single-player game) and write each to DIR as an SVG animation and a JSON record, "
+        "which azx explore --replays DIR steps through.",
+        shown="none",
+        metavar="DIR",
+    ),
 )
 
 
-def evaluate(*, run: Path, step: int | None, seed: int, json_path: Path | None, **given):
+def evaluate(
+    *, run: Path, step: int | None, seed: int, json_path: Path | None, record: Path | None, **given
+):
     """Evaluate a trained run. AlphaZero and MuZero: play baselines (W/D/L per colour, 95%
     intervals, Elo). PPO: the mean return of N episodes with its 95% interval."""
     # Every option is checked against the run's configuration before any checkpoint is
@@ -370,9 +381,16 @@ def evaluate(*, run: Path, step: int | None, seed: int, json_path: Path | None, 
             check_writable(run / runs.EVAL_DIR, "json_path")
         else:
             check_writable(json_path, "json_path", file=True)
+        if record is not None:
+            check_writable(record, "record")
     except runs.RunError as error:
         _fail(str(error))
     recipe = preset.recipe
+    if record is not None and not isinstance(recipe, presets.AbstractAgentRecipe):
+        _fail(
+            f"--record writes the games of AlphaZero and MuZero agents; {run} is a "
+            f"{recipe.name} run"
+        )
     given = {name: value or None if isinstance(value, list) else value
              for name, value in given.items()}  # fmt: skip
     own = {option.name for option in recipe.eval_options}
@@ -410,6 +428,28 @@ def evaluate(*, run: Path, step: int | None, seed: int, json_path: Path | None, 
     path = json_path or run / runs.EVAL_DIR / f"{name}-{iteration}.json"
     runs.write_json(path, result)  # (a default path that cannot be written: an OSError)
     typer.echo(f"wrote {path}")
+    if record is not None:
+        _record(loaded, options, record, seed)
+
+
+def _record(loaded: list[runs.Run], options: dict, directory: Path, seed: int) -> None:
+    """`azx eval --record DIR`: each seed's games, written by azx.explore."""
+    from .explore import record_games
+
+    for one in loaded:
+        where = directory if len(loaded) == 1 else directory / f"seed{one.seed}"
+        try:
+            lines = record_games(
+                one,
+                options.get("opponent") or ["random"],
+                where,
+                seed=seed,
+                simulations=options.get("simulations"),
+            )
+        except (runs.RunError, ValueError) as error:
+            _fail(str(error))
+        for line in lines:
+            typer.echo(line)
 
 
 app.command("eval")(_Command(evaluate, "eval"))
@@ -431,6 +471,15 @@ def play(
     seed: Annotated[
         int, typer.Option(help="Seed of the game (who is which player).", metavar="N")
     ] = 0,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Print why the agent plays each move: the network's prior and value, the "
+            "search's visits and Q per move, the principal variation (each position "
+            "searched from an empty tree).",
+        ),
+    ] = False,
 ) -> None:
     """Play against the trained agent in the terminal; illegal moves are asked again."""
     from ._play import play as play_game
@@ -459,12 +508,41 @@ def play(
 
     try:
         play_game(
-            loaded.env, player, human_first=not second, seed=seed, read=read, write=typer.echo
+            loaded.env,
+            player,
+            human_first=not second,
+            seed=seed,
+            read=read,
+            write=typer.echo,
+            explain=explain,
         )
     except ValueError as error:
         _fail(str(error))
     except EOFError:
         typer.echo("\ninput ended; game abandoned.")
+
+
+@app.command()
+def explore(
+    run: Annotated[
+        list[Path],
+        typer.Option(help="Run directory written by azx train (repeatable).", metavar="DIR"),
+    ],
+    replays: Annotated[
+        list[Path] | None,
+        typer.Option(help="Directory of games written by azx eval --record.", metavar="DIR"),
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to serve on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port (0: a free one).")] = 8000,
+) -> None:
+    """A local web page to play the agent and see the network's prior and value and the
+    search's visits and Q per move; prints its address (pip install "azx[explore]")."""
+    from . import explore as explorer
+
+    try:
+        explorer.serve(run, replays=replays or [], host=host, port=port, echo=typer.echo)
+    except (runs.RunError, ImportError, OSError) as error:
+        _fail(str(error))
 
 
 def main() -> None:
