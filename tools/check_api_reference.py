@@ -28,6 +28,7 @@ PAGES = {  # package -> its page under site/api/
     "azx.presets": "presets",
     "azx.run": "run",
     "azx.search": "search",
+    "azx.explore": "explore",
 }
 
 
