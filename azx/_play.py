@@ -111,11 +111,12 @@ def play(
     seed: int,
     read: Callable[[str], str],
     write: Callable[[str], None],
-    explain: bool = False,
+    explain: Callable | None = None,
 ) -> int:
     """Play one game; `read(prompt)` returns the person's line (raises `EOFError` when
-    input ends). With `explain`, each of the agent's moves is searched from an empty tree
-    and printed with its analysis (`azx.explore.explain_move`). **Returns:** +1 if the
+    input ends). With `explain(env, agent, state, key, write) -> action` (`azx play
+    --explain`: `azx.explore.explain_move`), each of the agent's moves is chosen and
+    printed with its analysis. **Returns:** +1 if the
     person won, 0 for a draw, -1 for a loss."""
     board_env = _board_env(env)
     board = _Board(board_env)
@@ -155,10 +156,8 @@ def play(
             # The first search compiles (seconds to tens of seconds): say so, not a silence.
             write("azx is thinking…" + ("" if thought else " (compiling its search first)"))
             thought = True
-            if explain:
-                from .explore import explain_move
-
-                action = explain_move(env, agent, state, key, write)
+            if explain is not None:
+                action = explain(env, agent, state, key, write)
             else:
                 actions, agent_state = act(agent, agent_state, state, key)
                 action = int(actions[0])

@@ -514,12 +514,20 @@ def play(
             seed=seed,
             read=read,
             write=typer.echo,
-            explain=explain,
+            explain=_explain_move() if explain else None,
         )
     except ValueError as error:
         _fail(str(error))
     except EOFError:
         typer.echo("\ninput ended; game abandoned.")
+
+
+def _explain_move():
+    """`azx play --explain`'s move: the explorer's analysis, printed (azx.explore needs
+    nothing of its extra for it)."""
+    from .explore import explain_move
+
+    return explain_move
 
 
 @app.command()
