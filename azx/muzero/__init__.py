@@ -46,4 +46,18 @@ from ._scaling import (
     two_hot as two_hot,
     unscale_value as unscale_value,
 )
+from ._stochastic import (
+    StochasticLearnedModel as StochasticLearnedModel,
+    StochasticState as StochasticState,
+    stochastic_search_observations as stochastic_search_observations,
+    stochastic_search_states as stochastic_search_states,
+)
+from ._stochastic_nets import (
+    MLPAfterstateDynamics as MLPAfterstateDynamics,
+    MLPChanceDynamics as MLPChanceDynamics,
+    MLPChanceEncoder as MLPChanceEncoder,
+    StochasticMuZeroNet as StochasticMuZeroNet,
+    stochastic_mlp_net as stochastic_mlp_net,
+    straight_through_code as straight_through_code,
+)
 from ._trainer import Metrics as Metrics, MuZero as MuZero, TrainState as TrainState

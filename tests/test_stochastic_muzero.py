@@ -1,0 +1,248 @@
+"""Stochastic MuZero: its learned model's chance nodes, the native searches over it against
+mctx's stochastic policy on the same model, and a model made exact (the dice game itself)
+against the search over the true chance model and exact expectimax values."""
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from _tiers import slow_repeats
+from test_search_chance import DiceRace, RaceState, exact_q
+
+import azx
+import azx.muzero as mz
+from azx.search import ILLEGAL_LOGIT, PUCT, MctxPUCT, PUCTRoot
+
+
+BATCH = 8
+SIMULATIONS = 24
+ACTIONS, CODES = 3, 5
+
+
+def _net(support_size=None, seed=3):
+    return mz.stochastic_mlp_net(
+        (5,),
+        ACTIONS,
+        num_codes=CODES,
+        embedding_size=8,
+        width=16,
+        support_size=support_size,
+        key=jax.random.key(seed),
+    )
+
+
+def _observations(seed):
+    key_obs, key_mask = jax.random.split(jax.random.key(seed))
+    observation = jax.random.normal(key_obs, (BATCH, 5))
+    legal = jax.random.bernoulli(key_mask, 0.7, (BATCH, ACTIONS)).at[:, 0].set(True)
+    return mz.Observation(observation=observation, legal_action_mask=legal)
+
+
+def test_a_decision_leads_to_a_chance_node_over_the_codes_and_a_code_to_a_decision_node():
+    net = _net(support_size=4)
+    model = mz.StochasticLearnedModel(net=net, gamma=0.9)
+    assert model.width == CODES
+    roots = _observations(0)
+    state, evaluation = model.root(roots)
+    assert state.embedding.shape == (BATCH, 8)
+    assert evaluation.logits.shape == (BATCH, CODES)
+    legal = np.asarray(roots.legal_action_mask)
+    assert np.all(np.asarray(evaluation.logits)[:, :ACTIONS][~legal] == ILLEGAL_LOGIT)
+    assert np.all(np.asarray(evaluation.logits)[:, ACTIONS:] == ILLEGAL_LOGIT)
+    keys = jax.random.split(jax.random.key(0), BATCH)
+    action = jnp.arange(BATCH, dtype=jnp.int32) % ACTIONS
+    after = model.step(state, action, keys)
+    assert np.all(np.asarray(after.chance)) and np.all(np.asarray(after.state.is_chance))
+    np.testing.assert_array_equal(np.asarray(after.reward), 0.0)
+    np.testing.assert_array_equal(np.asarray(after.discount), 1.0)
+    afterstate = jax.vmap(net.afterstate)(state.embedding, action)
+    sigma, q = jax.vmap(net.predict_afterstate)(afterstate)
+    np.testing.assert_array_equal(np.asarray(after.state.embedding), np.asarray(afterstate))
+    np.testing.assert_array_equal(np.asarray(after.evaluation.logits), np.asarray(sigma))
+    np.testing.assert_array_equal(np.asarray(after.evaluation.value), np.asarray(q))
+    assert np.all(np.asarray(after.evaluation.legal_action_mask))
+    code = jnp.arange(BATCH, dtype=jnp.int32) % CODES
+    child = model.step(after.state, code, keys)
+    assert not np.any(np.asarray(child.chance)) and not np.any(np.asarray(child.state.is_chance))
+    reward, embedding = jax.vmap(net.step)(afterstate, code)
+    logits, value = jax.vmap(net.predict)(embedding)
+    np.testing.assert_array_equal(np.asarray(child.state.embedding), np.asarray(embedding))
+    np.testing.assert_array_equal(np.asarray(child.reward), np.asarray(reward))
+    np.testing.assert_array_equal(np.asarray(child.discount), np.full(BATCH, 0.9, np.float32))
+    np.testing.assert_array_equal(
+        np.asarray(child.evaluation.logits)[:, :ACTIONS], np.asarray(logits)
+    )
+    np.testing.assert_array_equal(np.asarray(child.evaluation.value), np.asarray(value))
+    mask = np.asarray(child.evaluation.legal_action_mask)
+    assert np.all(mask[:, :ACTIONS]) and not np.any(mask[:, ACTIONS:])
+    two = mz.StochasticLearnedModel(net=net, gamma=0.9, two_player=True)
+    np.testing.assert_array_equal(
+        np.asarray(two.step(after.state, code, keys).discount), np.full(BATCH, -0.9, np.float32)
+    )
+
+
+@eqx.filter_jit
+def _search(search, net, roots, key):
+    return mz.stochastic_search_observations(search, net, roots, two_player=False, key=key)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_native_puct_over_the_learned_model_agrees_with_mctx_stochastic_policy(seed):
+    net = _net(support_size=6, seed=seed)
+    root_policy = PUCTRoot(dirichlet_fraction=0.0, temperature=0.0)
+    native = PUCT(SIMULATIONS, gamma=0.9, root_policy=root_policy)
+    reference = MctxPUCT(SIMULATIONS, gamma=0.9, root_policy=root_policy)
+    roots = _observations(seed)
+    keys = jax.random.split(jax.random.key(seed), BATCH)
+    out = _search(native, net, roots, keys)
+    ref = _search(reference, net, roots, keys)
+    visits = np.asarray(out.tree.root_child_visits())[:, :ACTIONS]
+    np.testing.assert_allclose(visits / SIMULATIONS, np.asarray(ref.policy_target), atol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(out.policy_target), np.asarray(ref.policy_target), atol=1e-6
+    )
+    np.testing.assert_allclose(
+        np.asarray(out.root_value), np.asarray(ref.root_value), rtol=1e-4, atol=1e-5
+    )
+    legal = np.asarray(roots.legal_action_mask)
+    assert np.all(visits[~legal] == 0)
+    assert np.all(legal[np.arange(BATCH), np.asarray(out.action)])
+
+
+GAME = DiceRace(goal=5, moves=4)
+ROLL = jnp.asarray((0, 2, 4))
+LOG_ROLL = jnp.log(jnp.asarray((0.5, 0.25, 0.25)))
+WALK = jnp.asarray([0.0, ILLEGAL_LOGIT, ILLEGAL_LOGIT])
+
+
+def _value_table() -> np.ndarray:
+    """Expectimax values of the game's positions, 0 where the game is over."""
+    table = np.zeros((GAME.goal + 5, GAME.moves + 2), np.float32)
+    for position in range(GAME.goal):
+        for moves in range(GAME.moves):
+            table[position, moves] = max(exact_q(GAME, position, moves, a) for a in (0, 1))
+    return table
+
+
+VALUES = jnp.asarray(_value_table())
+
+
+def _exact_value(position, moves):
+    return VALUES[position.astype(jnp.int32), moves.astype(jnp.int32)]
+
+
+# The "learned" networks made the game itself, written from its rules: an embedding is
+# (position, moves taken, action into the afterstate); a position past the goal or out
+# of moves is absorbing, with reward 0 and value 0.
+class _Represent(eqx.Module):
+    def __call__(self, observation):
+        return jnp.concatenate([observation, jnp.zeros(1)])
+
+
+class _Predict(eqx.Module):
+    def __call__(self, embedding):
+        return jnp.zeros(2), _exact_value(embedding[0], embedding[1])[None]
+
+
+class _Afterstate(eqx.Module):
+    def __call__(self, embedding, action):
+        return embedding.at[2].set(action.astype(jnp.float32))
+
+
+class _Dynamics(eqx.Module):
+    def __call__(self, afterstate, code):
+        position, moves, action = afterstate
+        done = (position >= GAME.goal) | (moves >= GAME.moves)
+        advance = jnp.where(action == 1, ROLL[jnp.argmax(code)], 1).astype(jnp.float32)
+        new_position = jnp.where(done, position, position + advance)
+        new_moves = jnp.where(done, moves, moves + 1)
+        reward = jnp.where(~done & (new_position >= GAME.goal), 1.0, 0.0)
+        return reward[None], jnp.stack([new_position, new_moves, jnp.float32(0.0)])
+
+
+class _PredictAfterstate(eqx.Module):
+    def __call__(self, afterstate):
+        logits = jnp.where(afterstate[2] == 1, LOG_ROLL, WALK)
+
+        def outcome(code):
+            reward, child = _Dynamics()(afterstate, jax.nn.one_hot(code, 3))
+            return reward[0] + _exact_value(child[0], child[1])
+
+        q = jnp.sum(jax.nn.softmax(logits) * jax.vmap(outcome)(jnp.arange(3)))
+        return logits, q[None]
+
+
+def _exact_net():
+    return mz.StochasticMuZeroNet(
+        representation=_Represent(),
+        prediction=_Predict(),
+        afterstate_dynamics=_Afterstate(),
+        afterstate_prediction=_PredictAfterstate(),
+        dynamics=_Dynamics(),
+        encoder=_Represent(),  # unused by the search
+        num_actions=2,
+        num_codes=3,
+        support_size=None,
+    )
+
+
+def _exact_policy_value_net(observation):
+    return jnp.zeros(2), _exact_value(observation[0], observation[1])
+
+
+def _positions():
+    """Every position of the game that is not over, and where the choice matters (the
+    moves' expectimax Q at least 0.05 apart), with the best move and the margin."""
+    rows = []
+    for position in range(GAME.goal):
+        for moves in range(GAME.moves):
+            q = [exact_q(GAME, position, moves, a) for a in (0, 1)]
+            if abs(q[0] - q[1]) >= 0.05:
+                rows.append((position, moves, int(np.argmax(q)), abs(q[0] - q[1])))
+    position, moves, best, margin = (np.asarray(x) for x in zip(*rows, strict=True))
+    state = jax.vmap(lambda p, m: RaceState(p, m, jnp.zeros(1), jnp.bool_(False)))(
+        jnp.asarray(position, jnp.int32), jnp.asarray(moves, jnp.int32)
+    )
+    return state, best, margin
+
+
+@eqx.filter_jit
+def _exact_searches(search, states, key):
+    learned = mz.stochastic_search_states(search, _exact_net(), GAME, states, key=key)
+    rows = jax.tree.leaves(states)[0].shape[0]
+    true = search(_exact_policy_value_net, GAME, search.init(GAME, rows), states, key=key)
+    return learned.action, true.action
+
+
+SEARCHES = {
+    "gumbel": azx.search.Gumbel(
+        64, max_depth=2, root_policy=azx.search.SequentialHalving(gumbel_scale=0.0)
+    ),
+    "puct": PUCT(128, max_depth=2, root_policy=PUCTRoot(dirichlet_fraction=0.0, temperature=0.0)),
+    "mctx_puct": MctxPUCT(
+        128, max_depth=2, root_policy=PUCTRoot(dirichlet_fraction=0.0, temperature=0.0)
+    ),
+}
+
+
+# Two moves deep (a move, its chance outcomes, each valued by the exact value), the search
+# takes the expectimax step; deeper, its mean backups mix in its own exploratory moves.
+# The slow tier repeats the check with PUCT, natively and by mctx.
+@pytest.mark.parametrize("name", slow_repeats(sorted(SEARCHES), {"puct", "mctx_puct"}))
+def test_a_learned_model_made_the_dice_game_decides_as_the_search_over_the_true_model(name):
+    states, best, margin = _positions()
+    assert len(best) >= 4 and 0 < best.sum() < len(best)  # both moves are best somewhere
+    keys = jax.random.split(jax.random.key(0), len(best))
+    learned, true = _exact_searches(SEARCHES[name], states, keys)
+    learned, true = np.asarray(learned), np.asarray(true)
+    if name == "gumbel":
+        # Sequential halving compares the moves' Q: both searches play the best move.
+        np.testing.assert_array_equal(learned, true)
+        np.testing.assert_array_equal(learned, best)
+    else:
+        # PUCT plays its most visited move, which in 128 simulations separates only the
+        # moves whose Q lie 0.1 apart or more (the search over the true model, whose chance
+        # nodes start from a sampled outcome, misses one of 0.125).
+        clear = margin >= 0.1
+        np.testing.assert_array_equal(learned[clear], best[clear])
