@@ -246,3 +246,59 @@ def test_a_learned_model_made_the_dice_game_decides_as_the_search_over_the_true_
         # nodes start from a sampled outcome, misses one of 0.125).
         clear = margin >= 0.1
         np.testing.assert_array_equal(learned[clear], best[clear])
+
+
+def test_the_straight_through_code_is_one_hot_with_the_softmax_gradient():
+    logits = jnp.asarray([0.3, 1.2, -0.5])
+    code = mz.straight_through_code(logits)
+    np.testing.assert_array_equal(np.asarray(code), [0.0, 1.0, 0.0])
+    weights = jnp.asarray([1.0, 2.0, 3.0])
+    grad = jax.grad(lambda x: jnp.dot(mz.straight_through_code(x), weights))(logits)
+    expected = jax.grad(lambda x: jnp.dot(jax.nn.softmax(x), weights))(logits)
+    np.testing.assert_allclose(np.asarray(grad), np.asarray(expected), rtol=1e-6)
+
+
+# About 35 s of compiling on a 2-core CPU: the slow tier's.
+@pytest.mark.slow
+def test_training_on_the_dice_game_runs_and_learns_every_part():
+    config = mz.Config(
+        num_envs=4,
+        collect_steps=8,
+        train_steps=2,
+        batch_size=16,
+        buffer_capacity=4 * 32,
+        unroll_steps=3,
+        td_steps=4,
+    )
+    trainer = mz.StochasticMuZero(GAME, azx.search.Gumbel(8), config)
+    net = mz.stochastic_mlp_net(
+        GAME.observation_shape,
+        2,
+        num_codes=4,
+        embedding_size=8,
+        width=16,
+        key=jax.random.key(0),
+    )
+    state = trainer.init(net, key=jax.random.key(1))
+    state = eqx.filter_jit(trainer.train)(state, 2)
+    metrics = state.metrics
+    assert int(state.iteration) == 2 and int(metrics.updates_applied) == 2
+    for name in ("loss", "policy_loss", "value_loss", "q_loss", "chance_loss", "commitment_loss"):
+        value = float(getattr(metrics, name))
+        assert np.isfinite(value) and value > 0, name
+    # Every network moved, the encoder through the straight-through codes.
+    before, after = eqx.filter(net, eqx.is_array), eqx.filter(state.net, eqx.is_array)
+    for part in (
+        "representation",
+        "prediction",
+        "afterstate_dynamics",
+        "afterstate_prediction",
+        "dynamics",
+        "encoder",
+    ):
+        moved = jax.tree.map(
+            lambda a, b: bool(jnp.any(a != b)), getattr(before, part), getattr(after, part)
+        )
+        assert any(jax.tree.leaves(moved)), part
+    with pytest.raises(ValueError, match="reanalyse_steps"):
+        mz.StochasticMuZero(GAME, azx.search.Gumbel(8), mz.Config(reanalyse_steps=1))

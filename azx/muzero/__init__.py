@@ -60,4 +60,12 @@ from ._stochastic_nets import (
     stochastic_mlp_net as stochastic_mlp_net,
     straight_through_code as straight_through_code,
 )
+from ._stochastic_trainer import (
+    StochasticLossParts as StochasticLossParts,
+    StochasticMetrics as StochasticMetrics,
+    StochasticMuZero as StochasticMuZero,
+    StochasticTrainState as StochasticTrainState,
+    stochastic_loss as stochastic_loss,
+    stochastic_segment_loss as stochastic_segment_loss,
+)
 from ._trainer import Metrics as Metrics, MuZero as MuZero, TrainState as TrainState
