@@ -39,47 +39,66 @@ def _observations(seed):
     return mz.Observation(observation=observation, legal_action_mask=legal)
 
 
+@eqx.filter_jit
+def _model_steps(model, roots, action, code, keys):
+    """The model's root, a decision step from it, a chance step from that (with the
+    model and with the networks by hand), all in one compiled call."""
+    net = model.net
+    state, evaluation = model.root(roots)
+    after = model.step(state, action, keys)
+    child = model.step(after.state, code, keys)
+    afterstate = jax.vmap(net.afterstate)(state.embedding, action)
+    sigma, q = jax.vmap(net.predict_afterstate)(afterstate)
+    reward, embedding = jax.vmap(net.step)(afterstate, code)
+    logits, value = jax.vmap(net.predict)(embedding)
+    by_hand = dict(
+        afterstate=afterstate,
+        sigma=sigma,
+        q=q,
+        reward=reward,
+        embedding=embedding,
+        logits=logits,
+        value=value,
+    )
+    return state, evaluation, after, child, by_hand
+
+
 def test_a_decision_leads_to_a_chance_node_over_the_codes_and_a_code_to_a_decision_node():
-    net = _net(support_size=4)
-    model = mz.StochasticLearnedModel(net=net, gamma=0.9)
+    model = mz.StochasticLearnedModel(net=_net(support_size=4), gamma=0.9)
     assert model.width == CODES
     roots = _observations(0)
-    state, evaluation = model.root(roots)
+    keys = jax.random.split(jax.random.key(0), BATCH)
+    action = jnp.arange(BATCH, dtype=jnp.int32) % ACTIONS
+    code = jnp.arange(BATCH, dtype=jnp.int32) % CODES
+    state, evaluation, after, child, by_hand = _model_steps(model, roots, action, code, keys)
+    by_hand = {k: np.asarray(v) for k, v in by_hand.items()}
     assert state.embedding.shape == (BATCH, 8)
     assert evaluation.logits.shape == (BATCH, CODES)
     legal = np.asarray(roots.legal_action_mask)
     assert np.all(np.asarray(evaluation.logits)[:, :ACTIONS][~legal] == ILLEGAL_LOGIT)
     assert np.all(np.asarray(evaluation.logits)[:, ACTIONS:] == ILLEGAL_LOGIT)
-    keys = jax.random.split(jax.random.key(0), BATCH)
-    action = jnp.arange(BATCH, dtype=jnp.int32) % ACTIONS
-    after = model.step(state, action, keys)
+    # A decision leads to a chance node: the afterstate, valued by Q, its prior sigma.
     assert np.all(np.asarray(after.chance)) and np.all(np.asarray(after.state.is_chance))
     np.testing.assert_array_equal(np.asarray(after.reward), 0.0)
     np.testing.assert_array_equal(np.asarray(after.discount), 1.0)
-    afterstate = jax.vmap(net.afterstate)(state.embedding, action)
-    sigma, q = jax.vmap(net.predict_afterstate)(afterstate)
-    np.testing.assert_array_equal(np.asarray(after.state.embedding), np.asarray(afterstate))
-    np.testing.assert_array_equal(np.asarray(after.evaluation.logits), np.asarray(sigma))
-    np.testing.assert_array_equal(np.asarray(after.evaluation.value), np.asarray(q))
+    np.testing.assert_array_equal(np.asarray(after.state.embedding), by_hand["afterstate"])
+    np.testing.assert_array_equal(np.asarray(after.evaluation.logits), by_hand["sigma"])
+    np.testing.assert_array_equal(np.asarray(after.evaluation.value), by_hand["q"])
     assert np.all(np.asarray(after.evaluation.legal_action_mask))
-    code = jnp.arange(BATCH, dtype=jnp.int32) % CODES
-    child = model.step(after.state, code, keys)
+    # A code leads to a decision node: the dynamics' reward and embedding, predicted.
     assert not np.any(np.asarray(child.chance)) and not np.any(np.asarray(child.state.is_chance))
-    reward, embedding = jax.vmap(net.step)(afterstate, code)
-    logits, value = jax.vmap(net.predict)(embedding)
-    np.testing.assert_array_equal(np.asarray(child.state.embedding), np.asarray(embedding))
-    np.testing.assert_array_equal(np.asarray(child.reward), np.asarray(reward))
+    np.testing.assert_array_equal(np.asarray(child.state.embedding), by_hand["embedding"])
+    np.testing.assert_array_equal(np.asarray(child.reward), by_hand["reward"])
     np.testing.assert_array_equal(np.asarray(child.discount), np.full(BATCH, 0.9, np.float32))
     np.testing.assert_array_equal(
-        np.asarray(child.evaluation.logits)[:, :ACTIONS], np.asarray(logits)
+        np.asarray(child.evaluation.logits)[:, :ACTIONS], by_hand["logits"]
     )
-    np.testing.assert_array_equal(np.asarray(child.evaluation.value), np.asarray(value))
+    np.testing.assert_array_equal(np.asarray(child.evaluation.value), by_hand["value"])
     mask = np.asarray(child.evaluation.legal_action_mask)
     assert np.all(mask[:, :ACTIONS]) and not np.any(mask[:, ACTIONS:])
-    two = mz.StochasticLearnedModel(net=net, gamma=0.9, two_player=True)
-    np.testing.assert_array_equal(
-        np.asarray(two.step(after.state, code, keys).discount), np.full(BATCH, -0.9, np.float32)
-    )
+    two = mz.StochasticLearnedModel(net=model.net, gamma=0.9, two_player=True)
+    _, _, _, two_child, _ = _model_steps(two, roots, action, code, keys)
+    np.testing.assert_array_equal(np.asarray(two_child.discount), np.full(BATCH, -0.9, np.float32))
 
 
 @eqx.filter_jit
@@ -180,7 +199,7 @@ def _exact_net():
         afterstate_dynamics=_Afterstate(),
         afterstate_prediction=_PredictAfterstate(),
         dynamics=_Dynamics(),
-        encoder=_Represent(),  # unused by the search
+        encoder=_Afterstate(),  # unused by the search
         num_actions=2,
         num_codes=3,
         support_size=None,
@@ -302,3 +321,49 @@ def test_training_on_the_dice_game_runs_and_learns_every_part():
         assert any(jax.tree.leaves(moved)), part
     with pytest.raises(ValueError, match="reanalyse_steps"):
         mz.StochasticMuZero(GAME, azx.search.Gumbel(8), mz.Config(reanalyse_steps=1))
+
+
+def test_the_dice_game_solution_is_the_reference_solvers():
+    # azx.muzero.DiceRace's exact Q against the reference game's recursion above (the same
+    # rules; its observation differs).
+    env = mz.DiceRace(goal=5, moves=4)
+    q = mz.dice_race_q(env)
+    for position in range(5):
+        for moves in range(4):
+            for action in (0, 1):
+                assert q[position, moves, action] == pytest.approx(
+                    exact_q(GAME, position, moves, action)
+                )
+
+
+@pytest.mark.slow
+def test_the_dice_game_passes_check_env():
+    azx.envs.check_env(mz.DiceRace())
+
+
+# Two iterations of each seed, and the runs' checkpoints and episodes, cost about a minute
+# of compiling on a 2-core CPU: the slow tier's.
+@pytest.mark.slow
+def test_the_dice_preset_trains_by_seeds_checkpoints_and_evaluates(tmp_path):
+    from _cli import azx_cli
+
+    small = {"iterations": 2, "eval_every": 2, "log_every": 1, "quiet": True}
+    preset = "stochastic_muzero_dice"
+    azx.run.train(tmp_path / "both", preset=preset, seeds=2, eval_games=8, **small)
+    azx.run.train(tmp_path / "one", preset=preset, seed=1, eval_games=8, **small)
+    wall = ("elapsed_s", "steps_per_s")
+    together, alone = (
+        [{k: v for k, v in r.items() if k not in wall} for r in azx.run.read_metrics(path)]
+        for path in (tmp_path / "both" / "seed1", tmp_path / "one")
+    )
+    assert together == alone and len(alone) == 3
+    assert np.isfinite(alone[-1]["chance_loss"]) and np.isfinite(alone[-1]["q_loss"])
+    run = azx.load_run(tmp_path / "one")
+    assert isinstance(run.trainer, mz.StochasticMuZero) and int(run.state.iteration) == 2
+    direct = mz.stochastic_evaluate(
+        run.trainer, run.state.net, num_episodes=4, key=jax.random.key(5)
+    )
+    played = run.play_episodes(4, key=jax.random.key(5))
+    np.testing.assert_array_equal(np.asarray(played.returns), np.asarray(direct.returns))
+    result = azx_cli("eval", "--run", tmp_path / "one", "--games", 4)
+    assert result.exit_code == 0, result.output

@@ -3,6 +3,7 @@ with, trained end to end on the unrolled model."""
 
 from ._agent import MuZeroAgent as MuZeroAgent
 from ._config import Config as Config
+from ._dice import DiceRace as DiceRace, dice_race_q as dice_race_q
 from ._evaluate import evaluate as evaluate, greedy_search as greedy_search
 from ._loss import (
     LossParts as LossParts,
@@ -51,6 +52,10 @@ from ._stochastic import (
     StochasticState as StochasticState,
     stochastic_search_observations as stochastic_search_observations,
     stochastic_search_states as stochastic_search_states,
+)
+from ._stochastic_agent import (
+    StochasticMuZeroAgent as StochasticMuZeroAgent,
+    stochastic_evaluate as stochastic_evaluate,
 )
 from ._stochastic_nets import (
     MLPAfterstateDynamics as MLPAfterstateDynamics,

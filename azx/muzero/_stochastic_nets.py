@@ -6,8 +6,8 @@ an embedding and an action to an afterstate (the state after the move, before ch
 the afterstate prediction gives the afterstate's value `Q` and `sigma`, the distribution
 of the chance code that follows; the dynamics maps an afterstate and a code (a one-hot
 vector over `num_codes`) to the reward and the next embedding. The chance encoder maps an
-observation to the code that led to it, which trains `sigma` and feeds the dynamics in
-the unroll."""
+observation, with the one before it, to the code that led there, which trains `sigma` and
+feeds the dynamics in the unroll."""
 
 import equinox as eqx
 import jax
@@ -108,8 +108,10 @@ class MLPChanceDynamics(eqx.Module):
 
 
 class MLPChanceEncoder(eqx.Module):
-    """Chance encoder: one observation (flattened) to the logits of its chance code, the
-    outcome of chance that led to it as the model names it."""
+    """Chance encoder: the logits of the chance code that led from one observation to the
+    next (both flattened, side by side). The paper's encoder reads the observations up to
+    the one chance led to; the one before it is what the code is relative to (the same
+    roll of a die leads to different positions from different ones)."""
 
     mlp: eqx.nn.MLP
     observation_shape: tuple[int, ...] = eqx.field(static=True)
@@ -127,7 +129,7 @@ class MLPChanceEncoder(eqx.Module):
         for name, value in dict(num_codes=num_codes, width=width, depth=depth).items():
             check_positive_int(name, value)
         self.mlp = eqx.nn.MLP(
-            flat_size(self.observation_shape),
+            2 * flat_size(self.observation_shape),
             num_codes,
             width,
             depth,
@@ -135,13 +137,17 @@ class MLPChanceEncoder(eqx.Module):
             key=key,
         )
 
-    def __call__(self, observation: Shaped[Array, "..."]) -> Float[Array, " num_codes"]:
-        if observation.shape != self.observation_shape:
-            raise ValueError(
-                f"MLPChanceEncoder expects one observation of shape "
-                f"{self.observation_shape}, got {observation.shape}; batch with jax.vmap"
-            )
-        return self.mlp(jnp.ravel(as_float(observation)))
+    def __call__(
+        self, previous: Shaped[Array, "..."], observation: Shaped[Array, "..."]
+    ) -> Float[Array, " num_codes"]:
+        for x in (previous, observation):
+            if x.shape != self.observation_shape:
+                raise ValueError(
+                    f"MLPChanceEncoder expects observations of shape "
+                    f"{self.observation_shape}, got {x.shape}; batch with jax.vmap"
+                )
+        pair = jnp.concatenate([jnp.ravel(as_float(previous)), jnp.ravel(as_float(observation))])
+        return self.mlp(pair)
 
 
 def straight_through_code(logits: Float[Array, " num_codes"]) -> Float[Array, " num_codes"]:
@@ -175,7 +181,8 @@ class StochasticMuZeroNet(eqx.Module):
     """`(afterstate, code vector) -> (reward head, next embedding)`, e.g.
     [`azx.muzero.MLPChanceDynamics`][]."""
     encoder: eqx.Module
-    """`observation -> chance code logits`, e.g. [`azx.muzero.MLPChanceEncoder`][]."""
+    """`(previous observation, observation) -> chance code logits`, e.g.
+    [`azx.muzero.MLPChanceEncoder`][]."""
     num_actions: int = eqx.field(static=True)
     num_codes: int = eqx.field(static=True)
     support_size: int | None = eqx.field(static=True)
@@ -225,9 +232,12 @@ class StochasticMuZeroNet(eqx.Module):
         reward_head, embedding = self.dynamics(afterstate, one_hot)
         return self.head_to_scalar(reward_head), embedding
 
-    def encode(self, observation: Shaped[Array, "..."]) -> Float[Array, " num_codes"]:
-        """The chance code logits of one observation (the encoder's)."""
-        return self.encoder(observation)
+    def encode(
+        self, previous: Shaped[Array, "..."], observation: Shaped[Array, "..."]
+    ) -> Float[Array, " num_codes"]:
+        """The logits of the chance code that led from `previous` to `observation` (the
+        encoder's)."""
+        return self.encoder(previous, observation)
 
     def __call__(
         self, observation: Shaped[Array, "..."]

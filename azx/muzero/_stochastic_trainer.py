@@ -66,8 +66,8 @@ def stochastic_segment_loss(
 
     At each unroll step `k < K` the afterstate of the `k`-th action gives `Q`, trained
     towards step `k`'s value target, and `sigma`, trained by cross-entropy towards the
-    code the encoder gives the observation the game reached at step `k + 1` (its one-hot,
-    gradient stopped); the dynamics then steps from the afterstate with that code,
+    code the encoder gives the move from step `k`'s observation to step `k + 1`'s (its
+    one-hot, gradient stopped); the dynamics then steps from the afterstate with that code,
     straight through ([`azx.muzero.straight_through_code`][]), so that the encoder learns
     from what the dynamics makes of its codes, and the commitment loss `|c - softmax|^2`
     keeps the encoder's softmax near its own one-hot code. The chance and commitment terms
@@ -76,7 +76,9 @@ def stochastic_segment_loss(
     unroll_steps = targets.actions.shape[0]
     support = net.support_size
     embedding = net.represent(observation)
-    code_logits = jax.vmap(net.encode)(targets.next_observation)
+    # The code of step k + 1: what chance did between the observations of steps k and k + 1.
+    previous = jnp.concatenate([observation[None], targets.next_observation[:-1]])
+    code_logits = jax.vmap(net.encode)(previous, targets.next_observation)
     zero = jnp.float32(0.0)
     policy_loss = value_loss = reward_loss = q_loss = chance_loss = commitment_loss = zero
     for k in range(unroll_steps + 1):
