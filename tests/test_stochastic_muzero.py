@@ -2,6 +2,11 @@
 mctx's stochastic policy on the same model, and a model made exact (the dice game itself)
 against the search over the true chance model and exact expectimax values."""
 
+import os
+import pathlib
+import subprocess
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -367,3 +372,55 @@ def test_the_dice_preset_trains_by_seeds_checkpoints_and_evaluates(tmp_path):
     np.testing.assert_array_equal(np.asarray(played.returns), np.asarray(direct.returns))
     result = azx_cli("eval", "--run", tmp_path / "one", "--games", 4)
     assert result.exit_code == 0, result.output
+
+
+def _judge_dice_race(env, net, search):
+    """The fraction of the race's reachable positions where the choice matters (the moves'
+    exact Q at least 0.01 apart) in which `search` over `net`'s learned model plays a best
+    move, and the fraction where always rolling does."""
+    q = mz.dice_race_q(env)
+    reached = {0}
+    rows = []
+    for moves in range(env.moves):
+        rows += [(position, moves) for position in sorted(reached) if position < env.goal]
+        reached = {p + a for p in reached for a in (1, 0, 2, 4)}
+    position, moves = (np.asarray(x) for x in zip(*rows, strict=True))
+    margin = np.abs(q[position, moves, 0] - q[position, moves, 1])
+    best = q[position, moves].argmax(-1)
+    matters = margin >= 0.01
+    states = jax.vmap(lambda p, m: mz._dice.DiceRaceState(p, m, jnp.zeros(1), jnp.bool_(False)))(
+        jnp.asarray(position[matters], jnp.int32), jnp.asarray(moves[matters], jnp.int32)
+    )
+    keys = jax.random.split(jax.random.key(0), int(matters.sum()))
+    action = eqx.filter_jit(mz.stochastic_search_states)(search, net, env, states, key=keys).action
+    return float(np.mean(np.asarray(action) == best[matters])), float(np.mean(best[matters] == 1))
+
+
+# Trains the preset for its 300 iterations, seed 0: minutes on a 2-core CPU.
+@pytest.mark.slow
+def test_the_dice_preset_searches_for_best_moves(tmp_path):
+    azx.run.train(tmp_path / "run", preset="stochastic_muzero_dice", quiet=True, eval_every=300)
+    run = azx.load_run(tmp_path / "run")
+    search = run.preset.recipe.make_eval_search()
+    optimal, always_roll = _judge_dice_race(run.env, run.state.net, search)
+    print(f"a best move in {optimal:.3f} of the positions (always rolling: {always_roll:.3f})")
+    # Better than always rolling (27 of the 31 positions). The search over the true model
+    # plays a best move in 95% of them; the learned model's does for seed 0 (31 of 31)
+    # but not for seed 1 (28), so that is not asserted.
+    assert optimal > always_roll
+
+
+@pytest.mark.slow
+def test_four_devices_train_like_one():
+    here = pathlib.Path(__file__).parent
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+    result = subprocess.run(
+        [sys.executable, str(here / "_stochastic_sharded_run.py")],
+        cwd=here,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "STOCHASTIC MUZERO SHARDED OK" in result.stdout
