@@ -31,11 +31,20 @@ from .alphazero._recipe import (
     AlphaZeroRecipe as AlphaZeroRecipe,
     for_pgx_game as for_pgx_game,
 )
-from .muzero._recipe import PRESETS as _MUZERO, MuZeroRecipe as MuZeroRecipe
+from .muzero._recipe import (
+    PRESETS as _MUZERO,
+    MuZeroRecipe as MuZeroRecipe,
+    StochasticMuZeroRecipe as StochasticMuZeroRecipe,
+)
 from .ppo._recipe import PRESETS as _PPO, PPORecipe as PPORecipe
 
 
-RECIPES.update({recipe.name: recipe for recipe in (AlphaZeroRecipe, PPORecipe, MuZeroRecipe)})
+RECIPES.update(
+    {
+        recipe.name: recipe
+        for recipe in (AlphaZeroRecipe, PPORecipe, MuZeroRecipe, StochasticMuZeroRecipe)
+    }
+)
 _BUILT_IN_RECIPES = frozenset(RECIPES)
 _PRESETS: dict[str, Preset] = {preset.name: preset for preset in (*_ALPHAZERO, *_PPO, *_MUZERO)}
 _BUILT_IN = frozenset(_PRESETS)

@@ -3,6 +3,7 @@ with, trained end to end on the unrolled model."""
 
 from ._agent import MuZeroAgent as MuZeroAgent
 from ._config import Config as Config
+from ._dice import DiceRace as DiceRace, dice_race_q as dice_race_q
 from ._evaluate import evaluate as evaluate, greedy_search as greedy_search
 from ._loss import (
     LossParts as LossParts,
@@ -45,5 +46,31 @@ from ._scaling import (
     support as support,
     two_hot as two_hot,
     unscale_value as unscale_value,
+)
+from ._stochastic import (
+    StochasticLearnedModel as StochasticLearnedModel,
+    StochasticState as StochasticState,
+    stochastic_search_observations as stochastic_search_observations,
+    stochastic_search_states as stochastic_search_states,
+)
+from ._stochastic_agent import (
+    StochasticMuZeroAgent as StochasticMuZeroAgent,
+    stochastic_evaluate as stochastic_evaluate,
+)
+from ._stochastic_nets import (
+    MLPAfterstateDynamics as MLPAfterstateDynamics,
+    MLPChanceDynamics as MLPChanceDynamics,
+    MLPChanceEncoder as MLPChanceEncoder,
+    StochasticMuZeroNet as StochasticMuZeroNet,
+    stochastic_mlp_net as stochastic_mlp_net,
+    straight_through_code as straight_through_code,
+)
+from ._stochastic_trainer import (
+    StochasticLossParts as StochasticLossParts,
+    StochasticMetrics as StochasticMetrics,
+    StochasticMuZero as StochasticMuZero,
+    StochasticTrainState as StochasticTrainState,
+    stochastic_loss as stochastic_loss,
+    stochastic_segment_loss as stochastic_segment_loss,
 )
 from ._trainer import Metrics as Metrics, MuZero as MuZero, TrainState as TrainState

@@ -9,11 +9,16 @@ import numpy as np
 from .._errors import RunError
 from .._preset import Preset, mean_record, per_episode_record, return_progress
 from .._recipes import AbstractAgentRecipe
+from ..envs import register
 from ._agent import MuZeroAgent
 from ._config import Config
+from ._dice import DiceRace
 from ._evaluate import evaluate
 from ._nets import mlp_net
 from ._resnet import resnet_net
+from ._stochastic_agent import StochasticMuZeroAgent, stochastic_evaluate
+from ._stochastic_nets import stochastic_mlp_net
+from ._stochastic_trainer import StochasticMuZero
 from ._trainer import MuZero
 
 
@@ -231,5 +236,177 @@ _FREEWAY = dataclasses.replace(
     eval_every=80,  # an evaluation plays 32 episodes of 2,500 steps
 )
 
-PRESETS: tuple[Preset, ...] = (_TIC_TAC_TOE, _CARTPOLE, _BREAKOUT, _FREEWAY)
-"""MuZero's presets."""
+
+# Stochastic MuZero's dice game, by name for its preset (and for the runs that load it).
+register("dice_race", DiceRace)
+
+
+@dataclasses.dataclass(frozen=True)
+class StochasticMuZeroRecipe(AbstractAgentRecipe):
+    """Stochastic MuZero ([`azx.muzero.StochasticMuZero`][]): its search, its loss weights,
+    and how `azx train` evaluates it, as MuZero's recipe does
+    ([`azx.presets.MuZeroRecipe`][]): the search over its learned model
+    ([`azx.muzero.StochasticMuZeroAgent`][], exploration off) or the prediction at the
+    observation's embedding (`"network"`)."""
+
+    name: ClassVar[str] = "stochastic_muzero"
+    config_class: ClassVar[type] = Config
+    schedule: ClassVar[str | None] = "decay_iterations"
+    networks: ClassVar[tuple[str, ...]] = ("mlp",)
+    agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network")
+
+    search: str = "gumbel"
+    """`"puct"` or `"gumbel"` (native), or `("puct", "mctx")` through `search_options`'s
+    `backend`: mctx's stochastic policy."""
+    search_options: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"num_simulations": 16}
+    )
+    eval_opponents: tuple[str, ...] = ("random", "greedy")
+    eval_agents: tuple[str, ...] = ("search",)
+    eval_games: int = 200
+    eval_search: dict[str, Any] = dataclasses.field(default_factory=dict)
+    chance_loss_weight: float = 1.0
+    """Weight of `sigma`'s cross-entropy against the encoder's codes."""
+    commitment_loss_weight: float = 0.25
+    """Weight of the encoder's commitment loss."""
+
+    def __post_init__(self):
+        self.check()
+        if "num_simulations" not in self.search_options:
+            raise ValueError(
+                f"search_options must give num_simulations, got {self.search_options!r}"
+            )
+
+    def make_network(self, network, options, env, *, key):
+        return stochastic_mlp_net(env.observation_shape, env.num_actions, key=key, **options)
+
+    def make_trainer(self, env, config):
+        return StochasticMuZero(
+            env,
+            self.make_search(),
+            config,
+            chance_loss_weight=self.chance_loss_weight,
+            commitment_loss_weight=self.commitment_loss_weight,
+        )
+
+    def record(self, trainer, state, history, rate):
+        names = (
+            "loss",
+            "policy_loss",
+            "value_loss",
+            "reward_loss",
+            "q_loss",
+            "chance_loss",
+            "commitment_loss",
+        )
+        return (
+            mean_record(history, names)
+            | {"entropy": float(np.mean(np.asarray(history.policy_entropy)))}
+            | per_episode_record(history)
+            | {"root_value": float(np.mean(np.asarray(history.root_value))), "steps_per_s": rate}
+        )
+
+    def progress(self, record):
+        return return_progress(record)
+
+    def agent(self, net, kind, num_simulations, env, *, explore=False):
+        if kind != "search":
+            return self.network_agent(net, kind, env, explore)
+        return StochasticMuZeroAgent(net, self.agent_search(num_simulations, explore))
+
+    def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
+        if trainer.env.num_players != 1:
+            raise RunError("episodes need a single-player environment; this run's has two")
+        greedy = True if greedy is None else greedy
+        return _stochastic_evaluate(
+            trainer, state.net, num_episodes=num_episodes, key=key, greedy=greedy
+        )
+
+
+_stochastic_evaluate = eqx.filter_jit(stochastic_evaluate)
+
+_STOCHASTIC_DICE = Preset(
+    name="stochastic_muzero_dice",
+    env="dice_race",
+    network="mlp",
+    # Four codes for the die's three outcomes (and the walk's one); scalar heads, as the
+    # values and rewards lie in [0, 1].
+    network_options={"num_codes": 4, "embedding_size": 32, "width": 64, "depth": 2},
+    recipe=StochasticMuZeroRecipe(
+        search="gumbel",
+        search_options={"num_simulations": 16},
+        eval_opponents=(),
+        eval_games=256,
+    ),
+    # Races last at most 6 moves: the value targets are the races' outcomes (td_steps
+    # past the end), and the end of the race an absorbing state, as the search over the
+    # learned model looks past it. A random move a quarter of the time: the search's own
+    # games roll nearly always, and without them the model never learns what walking
+    # home is worth (its search then rolls everywhere: a best move in 27 of the 31
+    # positions where the choice matters, as always rolling).
+    config=Config(
+        num_envs=32,
+        collect_steps=8,
+        train_steps=8,
+        batch_size=256,
+        buffer_capacity=32 * 64,
+        unroll_steps=3,
+        td_steps=6,
+        random_move_probability=0.25,
+        absorbing_end=True,
+        value_loss_weight=1.0,
+        learning_rate=3e-3,
+        decay_iterations=300,
+    ),
+    iterations=300,
+    description="dice race, Stochastic MuZero (MLP model, Gumbel 16 simulations)",
+    eval_every=100,
+)
+
+_STOCHASTIC_2048 = Preset(
+    name="stochastic_muzero_2048",
+    env="2048",
+    # As the AlphaZero 2048 preset: rewards scaled by 0.01, so that the value targets
+    # (discounted by gamma 0.99) stay of order one.
+    env_options={"reward_scale": 0.01},
+    network="mlp",
+    # 32 codes, as many as 2048's chance outcomes (a 2 or a 4 on one of 16 cells);
+    # categorical heads over h(x) (support -20 .. 20).
+    network_options={
+        "num_codes": 32,
+        "embedding_size": 128,
+        "width": 256,
+        "depth": 2,
+        "support_size": 20,
+    },
+    recipe=StochasticMuZeroRecipe(
+        search="gumbel",
+        search_options={"num_simulations": 16, "max_num_considered_actions": 4, "gamma": 0.99},
+        eval_opponents=(),
+        eval_games=32,
+    ),
+    config=Config(
+        num_envs=32,
+        collect_steps=64,
+        train_steps=32,
+        batch_size=256,
+        buffer_capacity=32 * 1024,
+        unroll_steps=5,
+        td_steps=10,
+        learning_rate=1e-3,
+        decay_iterations=600,
+    ),
+    iterations=600,
+    description="2048, Stochastic MuZero (MLP model, Gumbel 16 simulations)",
+    eval_every=100,
+)
+
+PRESETS: tuple[Preset, ...] = (
+    _TIC_TAC_TOE,
+    _CARTPOLE,
+    _BREAKOUT,
+    _FREEWAY,
+    _STOCHASTIC_DICE,
+    _STOCHASTIC_2048,
+)
+"""MuZero's presets, and Stochastic MuZero's."""
