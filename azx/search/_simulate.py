@@ -246,7 +246,8 @@ class AbstractNativeSearch(AbstractSearch):
         `done` or where the search never reached that node.
 
         **Raises:** `ValueError` when a tree with chance nodes is to be reused without
-        `outcome`, or for an outcome outside `[0, num_outcomes)`.
+        `outcome`, or for a known outcome outside `[0, num_outcomes)` (a traced one there
+        empties its row's tree instead).
         """
         if not self.reuse_tree:
             return tree  # every search starts afresh anyway
