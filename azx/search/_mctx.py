@@ -308,9 +308,10 @@ class MctxPUCT(AbstractMctxSearch):
 
     With chance nodes, mctx's decision function is a decision step of
     [`azx.search.ChanceModel`][] (the afterstate, its outcomes' log-probabilities as the
-    chance logits, and its value from one sampled outcome) and its chance function the
-    step that applies an outcome, so both backends plan over the same model. mctx calls
-    both functions at every node, so a simulation costs two network calls (one natively).
+    chance logits, and the expectation over the outcomes as its value) and its chance
+    function the step that applies an outcome, so both backends plan over the same model.
+    mctx calls both functions at every node, so a simulation costs twice the native
+    search's network evaluations.
     With [`azx.search.QByTree`][] the range is over mctx's decision edges only.
 
     **Arguments:** as [`azx.search.PUCT`][], without `capacity`, `reuse_tree`, `backend` and
