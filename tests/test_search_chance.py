@@ -166,9 +166,8 @@ def test_a_chance_node_takes_the_expected_value_of_its_outcomes(name):
     assert (exact_q(game, 0, 0, 0), exact_q(game, 0, 0, 1)) == (0.0, 0.5)
     q, visits, _ = _root_q(game, SEARCHES[name], 64, chance_nodes=True)
     np.testing.assert_allclose(q[:, 0], 0.0)
-    # The chance node's mean holds its own value (the expectation over the outcomes, here
-    # exactly 0.5) and one return per visit below it, whose outcomes follow the
-    # probabilities to within one.
+    # The chance node's mean holds its own first estimate (one sampled outcome) and one
+    # return per visit below it, whose outcomes follow the probabilities to within one.
     assert np.all(np.abs(q[:, 1] - 0.5) <= 2 / visits[:, 1])
     sampled, _, _ = _root_q(game, SEARCHES[name], 64, chance_nodes=False)
     assert set(np.unique(sampled[:, 1])) <= {0.0, 1.0}
@@ -199,31 +198,42 @@ def one_step_expectation(game: DiceRace, position: int, moves: int, action: int)
 
 @pytest.mark.parametrize("name", ["puct", "gumbel"])
 def test_a_new_chance_node_is_valued_by_the_expectation_over_its_outcomes(name):
-    """A chance node's own value (the tree's `raw_value`, its first backup) is the
-    probability-weighted mean over every outcome of the reward and the network's value
-    after it, as one step of expectimax computed by hand gives, not one sampled outcome's."""
+    """With `chance_expectation`, a chance node's own value (the tree's `raw_value`, its
+    first backup) is the probability-weighted mean over every outcome of the reward and
+    the network's value after it, as one step of expectimax computed by hand gives; by
+    default it is one sampled outcome's, which differs from it somewhere."""
     game = DiceRace(goal=5, moves=4)
     positions, moves = [0, 1, 2, 3, 4, 3, 2, 0], [0, 1, 2, 3, 0, 3, 1, 2]
     states = jax.vmap(lambda p, m: RaceState(p, m, jnp.zeros(1), jnp.bool_(False)))(
         jnp.asarray(positions, jnp.int32), jnp.asarray(moves, jnp.int32)
     )
-    search = dataclasses.replace(SEARCHES[name], num_simulations=8, capacity=9)
-    output = eqx.filter_jit(search)(
-        linear_net, game, search.init(game, BATCH), states, key=jax.random.key(1)
-    )
-    tree = output.tree
-    checked = 0
-    for row in range(BATCH):
-        for action in (0, 1):
-            node = int(tree.children[row, 0, action])
-            if node < 0:
-                continue
-            assert bool(tree.chance[row, node])
-            expected = one_step_expectation(game, positions[row], moves[row], action)
-            value = float(tree.raw_value[row, node])
-            np.testing.assert_allclose(value, expected, rtol=1e-6, atol=1e-7)
-            checked += 1
-    assert checked >= BATCH + 2  # both moves' chance nodes in most rows
+
+    def chance_values(chance_expectation):
+        search = dataclasses.replace(
+            SEARCHES[name],
+            num_simulations=8,
+            capacity=9,
+            chance_expectation=chance_expectation,
+        )
+        output = eqx.filter_jit(search)(
+            linear_net, game, search.init(game, BATCH), states, key=jax.random.key(1)
+        )
+        tree = output.tree
+        values, expected = [], []
+        for row in range(BATCH):
+            for action in (0, 1):
+                node = int(tree.children[row, 0, action])
+                if node >= 0:
+                    assert bool(tree.chance[row, node])
+                    values.append(float(tree.raw_value[row, node]))
+                    expected.append(one_step_expectation(game, positions[row], moves[row], action))
+        return np.asarray(values), np.asarray(expected)
+
+    values, expected = chance_values(True)
+    assert len(values) >= BATCH + 2  # both moves' chance nodes in most rows
+    np.testing.assert_allclose(values, expected, rtol=1e-6, atol=1e-7)
+    values, expected = chance_values(False)
+    assert np.abs(values - expected).max() > 0.05
 
 
 @pytest.mark.slow

@@ -47,14 +47,15 @@ class ChanceModel(AbstractModel):
     A decision's child is a chance node: the afterstate, reached with reward 0 and discount
     `+1`, whose prior is the known distribution of outcomes. The step from a chance node
     applies an outcome, with the transition's reward and discount for the player who made
-    the decision. A new chance node's value is the expectation over its outcomes of the
-    reward plus the discounted network value of the outcome's state (expectimax's step
-    over the chance, with the network at the leaves): each step evaluates the states of
-    all `num_outcomes` outcomes in one batched network call, and a step from a chance
-    node takes its outcome's among them. A value from one sampled outcome instead would
-    be as right on average, but its noise stays in the chance node's mean for the rest of
-    the search and misjudges close choices. Decision and chance nodes share the tree's
-    edge arrays, as wide as the larger of the numbers of actions and outcomes
+    the decision. A new chance node's value is the reward plus the discounted network
+    value of one sampled outcome's state, so that each step costs one network evaluation;
+    or, with `chance_expectation`, the expectation of those over all its outcomes
+    (expectimax's step over the chance, with the network at the leaves): each step then
+    evaluates the states of all `num_outcomes` outcomes in one batched call, and a step
+    from a chance node takes its outcome's among them. One sample is as right on average,
+    but its noise stays in the chance node's mean for the rest of the search and can
+    misjudge close choices. Decision and chance nodes share the tree's edge arrays, as
+    wide as the larger of the numbers of actions and outcomes
     ([`azx.search.SearchOutput`][]'s policy target is cut to the actions).
     """
 
@@ -64,6 +65,9 @@ class ChanceModel(AbstractModel):
     """A game that exposes its chance (an [`azx.envs.AbstractChanceEnv`][], checked)."""
     net: PolicyValueNet
     gamma: float = eqx.field(static=True)
+    chance_expectation: bool = eqx.field(static=True, default=False, kw_only=True)
+    """Value a new chance node by the expectation over its outcomes (`num_outcomes`
+    network evaluations a step) instead of one sampled outcome (one evaluation)."""
 
     def __check_init__(self):
         require_chance(self.env)
@@ -85,44 +89,69 @@ class ChanceModel(AbstractModel):
         decision = ChanceState(state, jnp.zeros(batch_size, jnp.int32), jnp.zeros(batch_size, bool))
         return decision, self._evaluate(state)
 
-    def step(self, state: ChanceState, action: Int[Array, " batch"], key: PRNGKeys) -> Transition:
-        del key  # every outcome is evaluated: nothing is sampled
+    def _one_outcome(self, state: ChanceState, action, after, key: PRNGKeys):
+        """The step to one outcome's state: `action` at a chance node, a sample at a
+        decision node (for the new chance node's value, `reward + discount * value`)."""
         env = self.env
-        at_chance = state.is_chance
+        sampled = jax.vmap(env.sample_outcome)(after, key)
+        outcome = jnp.where(state.is_chance, action, sampled)
+        child = jax.vmap(env.apply_outcome)(after, outcome)
+        reward, discount = mover_reward_and_discount(env, state.state, child, self.gamma)
+        evaluation = self._evaluate(child)
+        discount = jnp.where(evaluation.terminal, 0.0, discount)
+        return child, reward, discount, evaluation, reward + discount * evaluation.value
+
+    def _every_outcome(self, state: ChanceState, action, after, probabilities):
+        """The steps to every outcome's state, `batch * num_outcomes` rows evaluated
+        together: the one to `action`'s at a chance node (the first at a decision node),
+        and the probability-weighted mean of `reward + discount * value` over them."""
+        env = self.env
         batch_size, num_outcomes = action.shape[0], env.num_outcomes
-        # The afterstate: at a decision node the one `action` leads to, at a chance node its
-        # own (rebuilt from its parent's state and action); then the state after each of
-        # its outcomes, `batch * num_outcomes` rows, row-major.
-        taken = jnp.where(at_chance, state.action, action)
-        after = jax.vmap(env.afterstate)(state.state, taken)
         outcomes = jnp.arange(num_outcomes, dtype=jnp.int32)
         children = jax.vmap(lambda a: jax.vmap(env.apply_outcome, (None, 0))(a, outcomes))(after)
         children = jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), children)
-        parent_rows = jnp.repeat(jnp.arange(batch_size), num_outcomes)
-        parents = jax.tree.map(lambda x: x[parent_rows], state.state)
-
+        parents = jax.tree.map(
+            lambda x: x[jnp.repeat(jnp.arange(batch_size), num_outcomes)], state.state
+        )
         reward, discount = mover_reward_and_discount(env, parents, children, self.gamma)
         evaluation = self._evaluate(children)
         discount = jnp.where(evaluation.terminal, 0.0, discount)
-
-        probabilities = jax.vmap(env.chance_probabilities)(after)
-        possible = probabilities > 0
         returns = (reward + discount * evaluation.value).reshape(batch_size, num_outcomes)
+        expected = jnp.sum(jnp.where(probabilities > 0, probabilities * returns, 0.0), axis=1)
+        rows = jnp.arange(batch_size) * num_outcomes + jnp.where(state.is_chance, action, 0)
+        child, reward, discount, evaluation = jax.tree.map(
+            lambda x: x[rows], (children, reward, discount, evaluation)
+        )
+        return child, reward, discount, evaluation, expected
+
+    def step(self, state: ChanceState, action: Int[Array, " batch"], key: PRNGKeys) -> Transition:
+        env = self.env
+        at_chance = state.is_chance
+        # The afterstate: at a decision node the one `action` leads to, at a chance node its
+        # own (rebuilt from its parent's state and action); then the outcomes there.
+        taken = jnp.where(at_chance, state.action, action)
+        after = jax.vmap(env.afterstate)(state.state, taken)
+        probabilities = jax.vmap(env.chance_probabilities)(after)
+        if self.chance_expectation:
+            del key  # every outcome is evaluated: nothing is sampled
+            child, reward, discount, evaluation, value = self._every_outcome(
+                state, action, after, probabilities
+            )
+        else:
+            child, reward, discount, evaluation, value = self._one_outcome(
+                state, action, after, key
+            )
+
+        possible = probabilities > 0
         width = edge_width(env)
         log_probabilities = jnp.log(jnp.where(possible, probabilities, 1.0))
         afterstate = Evaluation(
             logits=_pad(
                 jnp.where(possible, log_probabilities, ILLEGAL_LOGIT), width, ILLEGAL_LOGIT
             ),
-            value=jnp.sum(jnp.where(possible, probabilities * returns, 0.0), axis=1),
+            value=value,
             legal_action_mask=_pad(possible, width, False),
-            terminal=jnp.zeros(batch_size, bool),
-        )
-
-        # From a chance node, the step is to the state of the outcome `action`.
-        rows = jnp.arange(batch_size) * num_outcomes + jnp.where(at_chance, action, 0)
-        child, reward, discount, evaluation = jax.tree.map(
-            lambda x: x[rows], (children, reward, discount, evaluation)
+            terminal=jnp.zeros_like(evaluation.terminal),
         )
 
         def pick(chance_child, decision_child):
