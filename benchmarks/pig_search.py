@@ -4,12 +4,15 @@ with the game's exact solution as their network, so that every miss is the searc
     python -m benchmarks.pig_search
 
 The network maps a position to the exact value of its mover (twice the winning chance
-under best play, less one) and uniform logits. Printed for each search, without noise:
-the share of the positions where the choice matters (as the guide's judge counts them) at
-margins 0.01 and 0.05 where it plays a best move, and, natively, the mean absolute error
-of the root's Q of rolling and of holding against their exact values.
+under best play, less one) and uniform logits. Printed for each search, without noise,
+with a new chance node valued by one sampled outcome (the default) and by the expectation
+over its outcomes (`chance_expectation=True`): the share of the positions where the
+choice matters (as the guide's judge counts them) where it plays a best move, at a margin
+of 0.01 or more (0.05 in brackets), and, natively, the mean absolute error of the root's
+Q of rolling and of holding against their exact values.
 """
 
+import dataclasses
 import time
 
 import jax
@@ -72,20 +75,25 @@ def main() -> None:
     print(f"always rolling: {optimal(np.zeros(batch, int)):.1%}")
     for name, search in searches().items():
         start = time.perf_counter()
-        output = jax.jit(
-            lambda state, search=search: search(
-                net, env, search.init(env, batch), state, key=jax.random.key(2)
-            )
-        )(positions)
-        line = (
-            f"{name}: a best move in {optimal(output.action):.1%} "
-            f"(margin >= 0.05: {optimal(output.action, 0.05):.1%})"
+        lines = []
+        for chance_expectation in (False, True):
+            searching = dataclasses.replace(search, chance_expectation=chance_expectation)
+            output = jax.jit(
+                lambda state, searching=searching: searching(
+                    net, env, searching.init(env, batch), state, key=jax.random.key(2)
+                )
+            )(positions)
+            line = f"{optimal(output.action):.1%} ({optimal(output.action, 0.05):.1%})"
+            if isinstance(output.tree, azx.search.Tree):
+                q = np.asarray(output.tree.edge_q[:, 0, :2])
+                error = np.abs(q - exact_q).mean(axis=0)
+                line += f", |Q error| roll {error[0]:.4f}, hold {error[1]:.4f}"
+            lines.append(line)
+        print(
+            f"{name}: one sample {lines[0]}; expectation {lines[1]} "
+            f"[{time.perf_counter() - start:.0f} s]",
+            flush=True,
         )
-        if isinstance(output.tree, azx.search.Tree):
-            q = np.asarray(output.tree.edge_q[:, 0, :2])
-            error = np.abs(q - exact_q).mean(axis=0)
-            line += f"; |Q error| roll {error[0]:.4f}, hold {error[1]:.4f}"
-        print(f"{line} [{time.perf_counter() - start:.0f} s]", flush=True)
 
 
 if __name__ == "__main__":
