@@ -2,6 +2,7 @@
 than the guide can afford, and judged by the game's exact solution.
 
     python -m benchmarks.pig [--iterations 8000] [--simulations 16] [--games 2000]
+                             [--chance-expectation]
 
 The game, its exact solution, the judge (`optimal`) and the exact player come from the
 guide's own code blocks, run here as they are, so that the benchmark measures the
@@ -11,6 +12,8 @@ positions where the choice matters (both moves legal, winning chances at least 0
 search of 64 and of 256 simulations, plays a best move; and a match of `--games` games
 of the network with the 64-simulation search against the exact player, with the 95%
 interval of its score (0.5 is what the exact player scores against itself).
+`--chance-expectation` has every search (training's and the judged ones) value a new
+chance node by the expectation over its outcomes instead of one sampled outcome.
 """
 
 import argparse
@@ -44,6 +47,7 @@ def main() -> None:
     parser.add_argument("--simulations", type=int, default=16, help="self-play search")
     parser.add_argument("--games", type=int, default=2000, help="match against exact play")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--chance-expectation", action="store_true")
     args = parser.parse_args()
 
     guide = guide_namespace()
@@ -61,7 +65,10 @@ def main() -> None:
         learning_rate=3e-3,
         decay_iterations=args.iterations,
     )
-    search = azx.search.make("gumbel", args.simulations, max_depth=2)
+    expectation = args.chance_expectation
+    search = azx.search.make(
+        "gumbel", args.simulations, max_depth=2, chance_expectation=expectation
+    )
     trainer = azx.alphazero.AlphaZero(env, search, config)
     state = trainer.init(net, key=jax.random.key(1 + args.seed))
     state = eqx.filter_jit(trainer.train)(state, args.iterations)
@@ -72,7 +79,9 @@ def main() -> None:
     logits, _ = jax.vmap(net)(jax.vmap(env.observation)(positions))
     players = {"network alone": jnp.argmax(logits, axis=-1)}
     for simulations in (64, 256):
-        judged = azx.search.make("gumbel", simulations, gumbel_scale=0.0, max_depth=2)
+        judged = azx.search.make(
+            "gumbel", simulations, gumbel_scale=0.0, max_depth=2, chance_expectation=expectation
+        )
         searched = judged(net, env, judged.init(env, batch), positions, key=jax.random.key(2))
         players[f"network + search ({simulations} simulations)"] = searched.action
     for name, actions in players.items():
@@ -81,7 +90,9 @@ def main() -> None:
             for at_least in (0.01, 0.02, 0.05, 0.1)
         )
         print(f"{name}: a best move in {shares}")
-    judged = azx.search.make("gumbel", 64, gumbel_scale=0.0, max_depth=2)
+    judged = azx.search.make(
+        "gumbel", 64, gumbel_scale=0.0, max_depth=2, chance_expectation=expectation
+    )
     result = eqx.filter_jit(azx.arena.play_match)(
         env,
         azx.arena.SearchAgent(net, judged),

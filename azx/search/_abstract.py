@@ -62,6 +62,9 @@ class AbstractSearch(eqx.Module):
     """In a game that exposes its chance ([`azx.envs.AbstractChanceEnv`][]), plan over its
     outcomes with chance nodes ([`azx.search.ChanceModel`][]); otherwise sample one
     outcome per expansion ([`azx.search.EnvironmentModel`][])."""
+    chance_expectation: eqx.AbstractVar[bool]
+    """With chance nodes, value a new chance node by the expectation over its outcomes
+    instead of one sampled outcome ([`azx.search.ChanceModel`][]'s `chance_expectation`)."""
 
     @abc.abstractmethod
     def init(self, env: AbstractEnv, batch_size: int) -> PyTree[Any]:
@@ -137,7 +140,9 @@ class AbstractSearch(eqx.Module):
         """
         check_players(env)
         if self.plans_chance(env):
-            return ChanceModel(env=env, net=net, gamma=self.gamma)
+            return ChanceModel(
+                env=env, net=net, gamma=self.gamma, chance_expectation=self.chance_expectation
+            )
         return EnvironmentModel(env=env, net=net, gamma=self.gamma)
 
     def __call__(

@@ -45,9 +45,10 @@ def make(algo: str, num_simulations: int, *, backend: str = "native", **options)
       `temperature` of [`azx.search.PUCTRoot`][]. Gumbel: those of
       [`azx.search.GumbelRule`][] and [`azx.search.SequentialHalving`][]), and the chosen
       class's own keyword arguments. `capacity`, `reuse_tree` and `store_all_state_leaves`
-      exist only natively (mctx rebuilds its tree every search). `chance_nodes` exists on
-      both; in a game with chance, `("gumbel", "mctx")` needs it `False`, since mctx has
-      no Gumbel variant of its stochastic policy.
+      exist only natively (mctx rebuilds its tree every search). `chance_nodes` and
+      `chance_expectation` exist on both; in a game with chance, `("gumbel", "mctx")`
+      needs `chance_nodes=False`, since mctx has no Gumbel variant of its stochastic
+      policy.
 
     **Raises:** `ValueError` for an unknown name or an option the chosen search lacks.
     """

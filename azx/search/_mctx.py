@@ -168,6 +168,7 @@ class AbstractMctxSearch(AbstractSearch):
     - `max_depth`: most edges from the root to a leaf (default: no limit).
     - `gamma`: discount per move, in (0, 1].
     - `chance_nodes`: as above.
+    - `chance_expectation`: as the native searches'.
     """
 
     num_simulations: int = eqx.field(static=True)
@@ -175,6 +176,7 @@ class AbstractMctxSearch(AbstractSearch):
     max_depth: int | None = static_field(None)
     gamma: float = static_field(1.0)
     chance_nodes: bool = static_field(True)
+    chance_expectation: bool = static_field(False)
     rule: eqx.AbstractVar[PUCTRule | GumbelRule]
     root_policy: eqx.AbstractVar[PUCTRoot | SequentialHalving]
 
@@ -308,9 +310,10 @@ class MctxPUCT(AbstractMctxSearch):
 
     With chance nodes, mctx's decision function is a decision step of
     [`azx.search.ChanceModel`][] (the afterstate, its outcomes' log-probabilities as the
-    chance logits, and its value from one sampled outcome) and its chance function the
-    step that applies an outcome, so both backends plan over the same model. mctx calls
-    both functions at every node, so a simulation costs two network calls (one natively).
+    chance logits, and its value from one sampled outcome or the expectation over all of
+    them) and its chance function the step that applies an outcome, so both backends plan
+    over the same model. mctx calls both functions at every node, so a simulation costs
+    twice the native search's network evaluations.
     With [`azx.search.QByTree`][] the range is over mctx's decision edges only.
 
     **Arguments:** as [`azx.search.PUCT`][], without `capacity`, `reuse_tree`, `backend` and

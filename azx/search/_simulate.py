@@ -186,6 +186,9 @@ class AbstractNativeSearch(AbstractSearch):
       it as the move's consequence ([`azx.search.EnvironmentModel`][]). Chance nodes keep
       every state leaf; with `reuse_tree`, `advance` needs the outcome that happened
       after the move, since the subtree to keep lies under it.
+    - `chance_expectation`: with chance nodes, value a new chance node by the expectation
+      over all its outcomes, at `num_outcomes` network evaluations a step, instead of by
+      one sampled outcome ([`azx.search.ChanceModel`][]).
     """
 
     num_simulations: int = eqx.field(static=True)
@@ -197,6 +200,7 @@ class AbstractNativeSearch(AbstractSearch):
     gamma: float = static_field(1.0)
     store_all_state_leaves: bool = static_field(False)
     chance_nodes: bool = static_field(True)
+    chance_expectation: bool = static_field(False)
     rule: eqx.AbstractVar[AbstractSelectionRule]
     root_policy: eqx.AbstractVar[AbstractRootPolicy]
 
@@ -246,7 +250,8 @@ class AbstractNativeSearch(AbstractSearch):
         `done` or where the search never reached that node.
 
         **Raises:** `ValueError` when a tree with chance nodes is to be reused without
-        `outcome`, or for an outcome outside `[0, num_outcomes)`.
+        `outcome`, or for a known outcome outside `[0, num_outcomes)` (a traced one there
+        empties its row's tree instead).
         """
         if not self.reuse_tree:
             return tree  # every search starts afresh anyway
