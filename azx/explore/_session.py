@@ -158,10 +158,13 @@ class Moves:
         self.num_actions = env.num_actions
         # 2048's actions slide the tiles (pgx's order); its board is no grid of moves.
         self.directions = ("left", "up", "right", "down") if env.name == "2048" else None
+        self.backgammon = env.name == "backgammon" and env.num_actions == 6 * 26
 
     def name(self, action: int) -> str:
         if self.directions is not None:
             return self.directions[action]
+        if self.backgammon:
+            return _backgammon_move(action)
         return self.board.name(action) if self.board is not None else str(action)
 
     def layout(self) -> dict[str, Any]:
@@ -170,6 +173,22 @@ class Moves:
             return {"kind": "list", "rows": 1, "cols": self.num_actions, "names": names}
         kind = "grid" if self.board.kind in ("cell", "coordinate") else "column"
         return {"kind": kind, "rows": self.board.rows, "cols": self.board.cols, "names": names}
+
+
+def _backgammon_move(action: int) -> str:
+    """pgx's backgammon action `6 * source + die - 1` in the usual notation, points
+    numbered from the mover's side (24 down to 1, then off): `13/8`, `bar/22`, `4/off`.
+
+    pgx numbers the mover's points 0 to 23 in the direction of play (source 0 is no
+    move, 1 the bar, `2 + i` point `i`), so its point `i` is the usual `24 - i`."""
+    source, die = divmod(action, 6)
+    die += 1
+    if source == 0:
+        return "no move"
+    if source == 1:
+        return f"bar/{25 - die}"
+    point = 24 - (source - 2)
+    return f"{point}/{point - die}" if point - die >= 1 else f"{point}/off"
 
 
 @eqx.filter_jit
