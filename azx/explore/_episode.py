@@ -113,8 +113,11 @@ def _muzero_step(env, search, net, env_state, keys):
 
 
 def record_episode(run, *, key, max_steps: int, greedy: bool | None = None) -> RecordedEpisode:
-    """`run`'s first episode of `run.play_episodes(1, key=key, greedy=greedy)`, step by
-    step, stopped after `max_steps` steps if it is still going."""
+    """`run`'s episode of `run.play_episodes(1, key=key, greedy=greedy)`, step by step,
+    stopped after `max_steps` steps if it is still going.
+
+    **Raises:** `ValueError` for a run that `records_episodes` does not take.
+    """
     if not records_episodes(run):
         raise ValueError(f"{run.algorithm} runs of {run.env.num_players} players have no episodes")
     env, recipe, trainer = run.env, run.preset.recipe, run.trainer
@@ -130,10 +133,7 @@ def record_episode(run, *, key, max_steps: int, greedy: bool | None = None) -> R
         rows = _ppo_start(env, run.net, keys(0))
 
         def step(rows, step_keys):
-            rows, action, reward, ended = _ppo_step(
-                env, run.net, distribution, stats, greedy, rows, step_keys
-            )
-            return rows, rows.env_state, action, reward, ended
+            return _ppo_step(env, run.net, distribution, stats, greedy, rows, step_keys)
 
         def state_of(rows):
             return rows.env_state
@@ -143,19 +143,18 @@ def record_episode(run, *, key, max_steps: int, greedy: bool | None = None) -> R
         rows = jax.vmap(env.init)(keys(0))
 
         def step(rows, step_keys):
-            rows, action, reward, ended = _muzero_step(env, search, run.net, rows, step_keys)
-            return rows, rows, action, reward, ended
+            return _muzero_step(env, search, run.net, rows, step_keys)
 
         def state_of(rows):
             return rows
 
     episode = RecordedEpisode(states=[state_of(rows)], actions=[], rewards=[], over=False)
     for index in range(max_steps):
-        rows, state, action, reward, ended = step(rows, keys(index + 1))
+        rows, action, reward, ended = step(rows, keys(index + 1))
         action = np.asarray(action[0])
         episode.actions.append(int(action) if action.ndim == 0 else action.tolist())
         episode.rewards.append(float(reward[0]))
-        episode.states.append(state)
+        episode.states.append(state_of(rows))
         if bool(ended[0]):
             episode.over = True
             break

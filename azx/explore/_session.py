@@ -77,9 +77,9 @@ class ExploredRun:
             return None
         if not isinstance(self.run.preset.recipe, presets.AbstractAgentRecipe):
             return (
-                f"{self.name} is a {self.run.algorithm} run of {self.run.env.num_players} "
-                "players: the page plays the agents of AlphaZero and MuZero runs and the "
-                "single-player episodes of PPO runs, and shows this one's learning curves"
+                f"{self.name} is a {self.run.algorithm} run: the page plays the agents of "
+                "AlphaZero and MuZero runs and the single-player episodes of PPO runs, and "
+                "shows this one's learning curves"
             )
         if self.run.env.num_players > 2:
             return f"{self.name} plays a game of {self.run.env.num_players} players"
