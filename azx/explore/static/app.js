@@ -144,7 +144,8 @@ function step(where) {
     $("frame-label").textContent = frameLabel(target, frame.frames, frame.return);
     if (frame.analysis) {
       drawAnalysis(frame.analysis, `Why azx played ${frame.name} (move ${target + 1})`);
-    } else if (frame.by !== null && frame.by !== "azx") {
+    } else if (frame.by !== null) {
+      // Another player's move, or an agent's move shown without an analysis (a policy's).
       const who = frame.by === "you" ? "You" : frame.by;
       drawAnalysis(null, `${who} played ${frame.name} (move ${target + 1})`);
     } else {
