@@ -27,6 +27,7 @@ from .._errors import RunError, one_line
 from .._rundir import CONFIG_FILE, Run, load_runs
 from ..envs import AbstractChanceEnv
 from ..search import ROOT_INDEX, UNVISITED, Tree
+from ._episode import record_episode, records_episodes
 
 
 #: The most simulations the page may ask of one search (a search holds its whole tree).
@@ -72,18 +73,22 @@ class ExploredRun:
 
     def plays(self) -> str | None:
         """Why this run's agent cannot play on the page, or None if it can."""
+        if records_episodes(self.run):
+            return None
         if not isinstance(self.run.preset.recipe, presets.AbstractAgentRecipe):
             return (
                 f"{self.name} is a {self.run.algorithm} run: the page plays the agents of "
-                "AlphaZero and MuZero runs, and shows this one's learning curves"
+                "AlphaZero and MuZero runs and the single-player episodes of PPO runs, and "
+                "shows this one's learning curves"
             )
         if self.run.env.num_players > 2:
             return f"{self.name} plays a game of {self.run.env.num_players} players"
         return None
 
     def describe(self) -> dict[str, Any]:
+        episodes = records_episodes(self.run)
         search = None
-        if self.plays() is None:
+        if self.plays() is None and not episodes:
             search = self.run.search().num_simulations
         return {
             "name": self.name,
@@ -93,7 +98,8 @@ class ExploredRun:
             "iteration": self.run.iteration,
             "seed": self.run.seed,
             "players": self.run.env.num_players,
-            "analysed": self.plays() is None and self.run.algorithm != "muzero",
+            "analysed": self.plays() is None and not episodes and self.run.algorithm != "muzero",
+            "episodes": episodes,
             "simulations": search,
             "plays": self.plays(),
             "group": self.group,
@@ -152,10 +158,13 @@ class Moves:
         self.num_actions = env.num_actions
         # 2048's actions slide the tiles (pgx's order); its board is no grid of moves.
         self.directions = ("left", "up", "right", "down") if env.name == "2048" else None
+        self.backgammon = env.name == "backgammon" and env.num_actions == 6 * 26
 
     def name(self, action: int) -> str:
         if self.directions is not None:
             return self.directions[action]
+        if self.backgammon:
+            return _backgammon_move(action)
         return self.board.name(action) if self.board is not None else str(action)
 
     def layout(self) -> dict[str, Any]:
@@ -164,6 +173,22 @@ class Moves:
             return {"kind": "list", "rows": 1, "cols": self.num_actions, "names": names}
         kind = "grid" if self.board.kind in ("cell", "coordinate") else "column"
         return {"kind": kind, "rows": self.board.rows, "cols": self.board.cols, "names": names}
+
+
+def _backgammon_move(action: int) -> str:
+    """pgx's backgammon action `6 * source + die - 1` in the usual notation, points
+    numbered from the mover's side (24 down to 1, then off): `13/8`, `bar/22`, `4/off`.
+
+    pgx numbers the mover's points 0 to 23 in the direction of play (source 0 is no
+    move, 1 the bar, `2 + i` point `i`), so its point `i` is the usual `24 - i`."""
+    source, die = divmod(action, 6)
+    die += 1
+    if source == 0:
+        return "no move"
+    if source == 1:
+        return f"bar/{25 - die}"
+    point = 24 - (source - 2)
+    return f"{point}/{point - die}" if point - die >= 1 else f"{point}/off"
 
 
 @eqx.filter_jit
@@ -521,6 +546,96 @@ class Game:
         }
 
 
+class Episode:
+    """A single-player episode of a PPO or MuZero run, played as the run's evaluation
+    plays it (`run.play_episodes(1, key=jax.random.key(seed))`: the policy greedy or
+    sampled as the run evaluates, its memory and observation statistics, continuous
+    actions) and recorded whole, then shown frame by frame with the return so far."""
+
+    def __init__(self, explored: ExploredRun, *, seed: int):
+        self.explored = explored
+        self.env = explored.run.env
+        self.moves = Moves(self.env)
+        self.seed = seed
+        recorded = record_episode(
+            explored.run, key=jax.random.key(seed), max_steps=MAX_EPISODE_MOVES
+        )
+        self.states = recorded.states
+        self.actions = recorded.actions
+        self.rewards = recorded.rewards
+        self.returns = recorded.returns()
+        self.ended = recorded.over
+
+    def _drawing(self, index: int) -> str:
+        one = jax.tree.map(lambda x: x[0], self.states[index])
+        return _svg(one) or _observation_svg(np.asarray(self.env.observation(one)))
+
+    def _name(self, action: Any) -> str:
+        if isinstance(action, list):  # a continuous action
+            return "(" + ", ".join(f"{value:.3g}" for value in action) + ")"
+        return self.moves.name(action)
+
+    def frame(self, index: Any) -> dict[str, Any]:
+        """Position `index` of the episode (0: the start), the action taken from it, the
+        reward that action brought and the return up to the position."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise ExploreError(400, f"frame must be a whole number, got {index!r}")
+        if not 0 <= index < len(self.states):
+            raise ExploreError(
+                404, f"no frame {index}: this episode has frames 0 to {len(self.states) - 1}"
+            )
+        played = index < len(self.actions)
+        return {
+            "frame": index,
+            "frames": len(self.states),
+            "svg": self._drawing(index),
+            "action": self.actions[index] if played else None,
+            "name": self._name(self.actions[index]) if played else None,
+            "by": "azx" if played else None,
+            "reward": self.rewards[index - 1] if index > 0 else 0.0,
+            "return": self.returns[index],
+            "analysis": None,
+        }
+
+    def view(self) -> dict[str, Any]:
+        total = self.returns[-1]
+        return {
+            "run": self.explored.name,
+            "opponent": "you",
+            "game": self.env.name,
+            "seed": self.seed,
+            "simulations": None,
+            "human_first": False,
+            "move": len(self.actions),
+            "svg": self._drawing(len(self.states) - 1),
+            "layout": {"kind": "list", "rows": 1, "cols": 0, "names": []},
+            "legal": [],
+            "history": [{"by": "azx", "action": a, "name": self._name(a)} for a in self.actions],
+            "to_move": None,
+            "single_player": True,
+            "frames": len(self.states),
+            "return": total,
+            "over": self.ended,
+            "result": f"Return {total:g}" if self.ended else None,
+            "last_analysis": None,
+        }
+
+    def analyse(self, simulations: int | None = None) -> dict[str, Any]:
+        del simulations
+        raise ExploreError(
+            400,
+            f"{self.explored.name} is a {self.explored.run.algorithm} run: its "
+            "episodes are shown without an analysis",
+        )
+
+    def move(self, action: Any) -> None:
+        del action
+        raise ExploreError(400, "the agent plays every move of an episode, not you")
+
+    def undo(self) -> None:
+        raise ExploreError(400, "there is no move of yours to undo")
+
+
 def _observation_svg(observation: np.ndarray) -> str:
     """An observation drawn as grey cells: a vector as one row, an image (several planes
     summed, each weighted by its index) as its grid."""
@@ -601,7 +716,7 @@ class Explorer:
     def __init__(self, runs: list[ExploredRun], replays: list[Path] = ()):
         self.runs = runs
         self.replays = [read_replay(path, runs) for path in replays]
-        self.games: OrderedDict[str, Game] = OrderedDict()
+        self.games: OrderedDict[str, Game | Episode] = OrderedDict()
         self.lock = threading.Lock()
         self._ids = itertools.count(1)
 
@@ -640,6 +755,8 @@ class Explorer:
             raise ExploreError(400, f"human_first must be true or false, got {human_first!r}")
         if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**31:
             raise ExploreError(400, f"seed must be a whole number from 0 to 2**31-1, got {seed!r}")
+        if records_episodes(explored.run):
+            return self._add(Episode(explored, seed=seed))
         if simulations is None:
             simulations = explored.run.search().num_simulations
         game = Game(
@@ -668,7 +785,7 @@ class Explorer:
         game.replay(replay["actions"], replay["opponent"] or "you")
         return self._add(game)
 
-    def _add(self, game: Game) -> str:
+    def _add(self, game: Game | Episode) -> str:
         # An unguessable name is not needed on 127.0.0.1; a counter keeps the tabs apart.
         name = f"g{next(self._ids)}"
         self.games[name] = game
@@ -676,7 +793,7 @@ class Explorer:
             self.games.popitem(last=False)
         return name
 
-    def game(self, name: str) -> Game:
+    def game(self, name: str) -> Game | Episode:
         game = self.games.get(name)
         if game is None:
             raise ExploreError(

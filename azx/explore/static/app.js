@@ -115,9 +115,12 @@ function draw(view) {
     drawAnalysis(view.last_analysis, `Why azx played ${view.last_analysis.action_name} (move ${view.last_analysis.move + 1})`);
   } else {
     const run = runs.find((r) => r.name === view.run);
-    const why = run && !run.analysed
-      ? "A MuZero agent plans in its learned model: its moves are shown without an analysis."
-      : "The agent's analysis of its last move appears here.";
+    let why = "The agent's analysis of its last move appears here.";
+    if (run && run.episodes) {
+      why = `The episode of ${run.algorithm} as its evaluation plays it: its moves are shown without an analysis.`;
+    } else if (run && !run.analysed) {
+      why = "A MuZero agent plans in its learned model: its moves are shown without an analysis.";
+    }
     drawAnalysis(null, why);
   }
 }
@@ -141,7 +144,8 @@ function step(where) {
     $("frame-label").textContent = frameLabel(target, frame.frames, frame.return);
     if (frame.analysis) {
       drawAnalysis(frame.analysis, `Why azx played ${frame.name} (move ${target + 1})`);
-    } else if (frame.by !== null && frame.by !== "azx") {
+    } else if (frame.by !== null) {
+      // Another player's move, or an agent's move shown without an analysis (a policy's).
       const who = frame.by === "you" ? "You" : frame.by;
       drawAnalysis(null, `${who} played ${frame.name} (move ${target + 1})`);
     } else {
