@@ -329,10 +329,10 @@ def test_training_on_the_dice_game_runs_and_learns_every_part():
 
 
 def test_the_dice_game_solution_is_the_reference_solvers():
-    # azx.muzero.DiceRace's exact Q against the reference game's recursion above (the same
+    # azx.envs.DiceRace's exact Q against the reference game's recursion above (the same
     # rules; its observation differs).
-    env = mz.DiceRace(goal=5, moves=4)
-    q = mz.dice_race_q(env)
+    env = azx.envs.DiceRace(goal=5, moves=4)
+    q = azx.envs.dice_race_q(env)
     for position in range(5):
         for moves in range(4):
             for action in (0, 1):
@@ -343,7 +343,7 @@ def test_the_dice_game_solution_is_the_reference_solvers():
 
 @pytest.mark.slow
 def test_the_dice_game_passes_check_env():
-    azx.envs.check_env(mz.DiceRace())
+    azx.envs.check_env(azx.envs.DiceRace())
 
 
 # Two iterations of each seed, and the runs' checkpoints and episodes, cost about a minute
@@ -378,7 +378,7 @@ def _judge_dice_race(env, net, search):
     """The fraction of the race's reachable positions where the choice matters (the moves'
     exact Q at least 0.01 apart) in which `search` over `net`'s learned model plays a best
     move, and the fraction where always rolling does."""
-    q = mz.dice_race_q(env)
+    q = azx.envs.dice_race_q(env)
     reached = {0}
     rows = []
     for moves in range(env.moves):
@@ -388,7 +388,8 @@ def _judge_dice_race(env, net, search):
     margin = np.abs(q[position, moves, 0] - q[position, moves, 1])
     best = q[position, moves].argmax(-1)
     matters = margin >= 0.01
-    states = jax.vmap(lambda p, m: mz._dice.DiceRaceState(p, m, jnp.zeros(1), jnp.bool_(False)))(
+    state_of = azx.envs._dice.DiceRaceState
+    states = jax.vmap(lambda p, m: state_of(p, m, jnp.zeros(1), jnp.bool_(False)))(
         jnp.asarray(position[matters], jnp.int32), jnp.asarray(moves[matters], jnp.int32)
     )
     keys = jax.random.split(jax.random.key(0), int(matters.sum()))

@@ -12,6 +12,7 @@ from ._chance import (
     validate_outcome as validate_outcome,
 )
 from ._check import check_env as check_env
+from ._dice import DiceRace as DiceRace, dice_race_q as dice_race_q
 from ._gymnax import GymnaxEnv as GymnaxEnv
 from ._memory import CueMemory as CueMemory
 from ._pgx import PgxEnv as PgxEnv

@@ -3,6 +3,7 @@ from collections.abc import Callable
 
 from ._abstract import AbstractEnv
 from ._brax import BraxEnv
+from ._dice import DiceRace
 from ._gymnax import GymnaxEnv, gymnax_names
 from ._pgx import make_pgx, pgx_names
 from ._pgx_chance import ADAPTER_OPTIONS, expose_chance
@@ -10,8 +11,10 @@ from ._wrappers import ObserveLegalMoves, ScaleRewards
 from ._xminigrid import XMinigridEnv, xminigrid_names
 
 
-# Environments registered by user code (`register`): name -> the function that makes one.
-_REGISTERED: dict[str, Callable[..., AbstractEnv]] = {}
+# Environments made by name that no library provides: azx's own (a game with an exact
+# solution, for Stochastic MuZero's preset) and those registered by user code
+# (`register`): name -> the function that makes one.
+_REGISTERED: dict[str, Callable[..., AbstractEnv]] = {"dice_race": DiceRace}
 
 
 def register(name: str, make_env: Callable[..., AbstractEnv]) -> None:

@@ -3,7 +3,6 @@ with, trained end to end on the unrolled model."""
 
 from ._agent import MuZeroAgent as MuZeroAgent
 from ._config import Config as Config
-from ._dice import DiceRace as DiceRace, dice_race_q as dice_race_q
 from ._evaluate import evaluate as evaluate, greedy_search as greedy_search
 from ._loss import (
     LossParts as LossParts,

@@ -9,10 +9,8 @@ import numpy as np
 from .._errors import RunError
 from .._preset import Preset, mean_record, per_episode_record, return_progress
 from .._recipes import AbstractAgentRecipe
-from ..envs import register
 from ._agent import MuZeroAgent
 from ._config import Config
-from ._dice import DiceRace
 from ._evaluate import evaluate
 from ._nets import mlp_net
 from ._resnet import resnet_net
@@ -235,10 +233,6 @@ _FREEWAY = dataclasses.replace(
     description="MinAtar Freeway, MuZero (MLP model, Gumbel 16 simulations), 32 envs x 16 steps",
     eval_every=80,  # an evaluation plays 32 episodes of 2,500 steps
 )
-
-
-# Stochastic MuZero's dice game, by name for its preset (and for the runs that load it).
-register("dice_race", DiceRace)
 
 
 @dataclasses.dataclass(frozen=True)

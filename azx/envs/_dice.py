@@ -1,5 +1,6 @@
-"""A small dice game whose exact expectimax solution is known: what Stochastic MuZero's
-dice preset trains on and is judged by."""
+"""A small dice game whose exact expectimax solution is known (`dice_race_q`): what
+Stochastic MuZero's dice preset trains on and is judged by, made by name as
+`azx.envs.make("dice_race")`."""
 
 import equinox as eqx
 import jax
@@ -8,7 +9,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from .._validate import check_positive_int
-from ..envs import AbstractChanceEnv, validate_outcome
+from ._chance import AbstractChanceEnv, validate_outcome
 
 
 #: Squares a roll moves (outcome k moves ROLL_ADVANCES[k]) and their probabilities.
@@ -34,7 +35,7 @@ class DiceRace(AbstractChanceEnv):
     (action 0), or roll a die (action 1) that moves 0, 2 or 4 squares with probabilities
     1/2, 1/4, 1/4. Reaching the goal pays 1; running out of moves pays nothing. Whether
     to gamble depends on the squares left and the moves left, and the exact solution
-    ([`azx.muzero.dice_race_q`][]) says which move is best where. The observation is
+    ([`azx.envs.dice_race_q`][]) says which move is best where. The observation is
     thermometer codes of the position and of the moves taken."""
 
     name = "dice_race"
