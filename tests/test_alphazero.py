@@ -204,9 +204,10 @@ def test_the_movers_reward_and_discount_follow_the_turn():
     assert set(np.asarray(player_0).tolist()) == {-1.0, 1.0}
 
 
-# The slow tier repeats the check with two random opening moves.
+# The default run checks that a move drawn at random with probability 1 replaces the
+# search's; the slow tier repeats it with none drawn and with two random opening moves.
 @pytest.mark.parametrize(
-    ("opening", "probability"), slow_repeats([(0, 0.0), (2, 0.0), (0, 1.0)], {(2, 0.0)})
+    ("opening", "probability"), slow_repeats([(0, 0.0), (2, 0.0), (0, 1.0)], {(0, 0.0), (2, 0.0)})
 )
 def test_random_moves_replace_the_search_choice_where_asked(opening, probability):
     # A deterministic search (uniform prior, zero value, temperature 0, no noise): the

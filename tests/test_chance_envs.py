@@ -90,6 +90,7 @@ def _check_reachable(probabilities, mask, has_chance, all_alike, match, sampled)
     return possible.argmax(axis=2)  # [position, draw]
 
 
+@pytest.mark.slow  # (check_env's sampled-outcome test of the guide's Pig stays in the default run)
 def test_2048_outcomes_are_pgxs_new_tiles():
     env = azx.envs.make("2048", max_episode_steps=100)  # the last steps truncate
     assert isinstance(env, azx.envs.Pgx2048) and env.num_outcomes == 32

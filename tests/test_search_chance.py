@@ -443,7 +443,8 @@ def test_a_wrapped_chance_game_is_searched_with_chance_nodes(name):
     np.testing.assert_array_equal(value2, 2 * value)
 
 
-@pytest.mark.parametrize("name", slow_repeats(["2048", "backgammon"], {"backgammon"}))
+@pytest.mark.slow  # (mctx over a small chance game stays in the default run)
+@pytest.mark.parametrize("name", ["2048", "backgammon"])
 def test_mctx_plans_over_pgx_chance(name):
     """pgx's games through mctx's stochastic search, with fewer actions than outcomes
     (2048: 4 and 32) and more (backgammon: 156 and 21): one key per row (mctx run row by
@@ -470,6 +471,7 @@ def test_mctx_plans_over_pgx_chance(name):
     assert np.all(legal[np.arange(2), np.asarray(output.action)])
 
 
+@pytest.mark.slow  # (the search's own reuse along outcomes stays in the default run)
 def test_alphazero_reuses_trees_along_the_outcome_that_happened():
     # Self-play on 2048 with tree reuse and chance nodes: the game steps through its
     # afterstate and a drawn outcome, and each next search starts from the subtree of the

@@ -314,13 +314,13 @@ def _two_moves(search, env, net, states):
     return [jax.tree.map(lambda x: x[move], outputs) for move in range(2)]
 
 
-# The default run checks PUCT with a tree that fills up and Gumbel backing up discounted
-# rewards; the slow tier adds the other four.
+# The default run checks Gumbel backing up discounted rewards; the slow tier adds the other
+# five.
 @pytest.mark.parametrize(
     "name",
     slow_repeats(
         sorted(BACKUP_CASES),
-        {"puct", "puct-chain-discount", "gumbel", "gumbel-capacity-3-depth-2"},
+        {"puct", "puct-capacity-5", "puct-chain-discount", "gumbel", "gumbel-capacity-3-depth-2"},
     ),
 )
 def test_every_backend_agrees_with_the_reference_bit_for_bit(name):
