@@ -19,7 +19,7 @@ import azx.muzero as mz  # noqa: E402
 
 
 def main():
-    env = mz.DiceRace(goal=5, moves=4)
+    env = azx.envs.DiceRace(goal=5, moves=4)
     config = mz.Config(
         num_envs=8,
         collect_steps=8,
