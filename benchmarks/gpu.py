@@ -6,8 +6,8 @@ timed within a wall-clock budget, written as a Markdown and a JSON report.
 
 Five sections, in this order (docs/gpu.md describes every field and its unit):
 
-- `search`: native PUCT and Gumbel (on the default backend and on `UnrolledBackend`, the
-  accelerator backend) against mctx's and against the floor (the same
+- `search`: native PUCT and Gumbel (on the default backend, which runs `UnrolledBackend`
+  off the CPU, and on `LockstepBackend`) against mctx's and against the floor (the same
   network calls and environment steps without the tree), at batch 4096, 1024 and 256
   (the largest first, so that a short budget drops the smallest), with the benchmark
   MLP on connect four and an AlphaZero ResNet of 6 blocks x 128 channels (pgx's
@@ -25,7 +25,7 @@ Five sections, in this order (docs/gpu.md describes every field and its unit):
 Every figure comes with its compile seconds. Each section, and each group of cases in it,
 has a share of `--budget`; a case whose predecessor in its group took longer than the
 group has left (or, for the first, an estimate) is recorded as `skipped: over budget`
-instead of run, so that the whole command ends near the budget (default 420 s: with
+instead of run, so that the whole command ends near the budget (default 460 s: with
 imports and the last case, within 8 minutes on one H200). A case that fails is recorded
 with its error and the rest goes on. `--smoke` runs every section at tiny sizes (batch 4,
 a few simulations, one iteration; the search on connect four only, the seeds on
@@ -55,7 +55,7 @@ import equinox as eqx
 import jax
 
 import azx
-from azx.search import UnrolledBackend
+from azx.search import LockstepBackend
 
 from . import muzero_search, ppo, search, train
 from ._settings import preset_with
@@ -126,26 +126,28 @@ FULL = Sizes(
     seeds_presets=("connect_four", "ppo_cartpole"),
     seeds_iterations=5,
     seeds_repeats=3,
-    # Of 420 s: search 55 + 130, alphazero 25 + 55, muzero 40, ppo 40, seeds 20 + 20.
+    # Of 460 s, from the first loan's run on an H200 (benchmarks/gpu_report): search
+    # 120 + 138 (one batch takes 35-50 s with its seven compilations), alphazero 23 + 41,
+    # muzero 46, ppo 32, seeds 32 + 28.
     shares={
-        "search connect_four": 0.13,
-        "search go_9x9": 0.31,
-        "alphazero connect_four": 0.06,
-        "alphazero go_9x9": 0.13,
-        "muzero_search": 0.095,
-        "ppo": 0.095,
-        "seeds connect_four": 0.05,
-        "seeds ppo_cartpole": 0.05,
+        "search connect_four": 0.26,
+        "search go_9x9": 0.30,
+        "alphazero connect_four": 0.05,
+        "alphazero go_9x9": 0.09,
+        "muzero_search": 0.10,
+        "ppo": 0.07,
+        "seeds connect_four": 0.07,
+        "seeds ppo_cartpole": 0.06,
     },
     estimates={
-        "search connect_four": 15.0,
-        "search go_9x9": 40.0,
+        "search connect_four": 50.0,
+        "search go_9x9": 50.0,
         "alphazero connect_four": 20.0,
-        "alphazero go_9x9": 45.0,
-        "muzero_search": 12.0,
-        "ppo": 30.0,
-        "seeds connect_four": 18.0,
-        "seeds ppo_cartpole": 12.0,
+        "alphazero go_9x9": 37.0,
+        "muzero_search": 18.0,
+        "ppo": 29.0,
+        "seeds connect_four": 30.0,
+        "seeds ppo_cartpole": 15.0,
     },
 )
 
@@ -256,9 +258,10 @@ def search_section(budget: Budget, sizes: Sizes) -> list[dict]:
 
 
 def _search_case(env, make_net, setting: dict, repeats: int) -> list[dict]:
-    """Both searches on both backends, the native ones also on `UnrolledBackend` (the
-    accelerator backend; `native` is the default, `PlatformBackend`), and the floor, timed
-    in turns on the same roots."""
+    """Both searches on both backends, the native ones also on `LockstepBackend` (one level
+    and a few path positions per loop iteration; `native` is the default,
+    `PlatformBackend`, which runs `UnrolledBackend` off the CPU), and the floor, timed in
+    turns on the same roots."""
     batch_size, num_simulations = setting["batch_size"], setting["num_simulations"]
     net = make_net(env, jax.random.key(1))
     states = search.root_states(env, batch_size, 6, jax.random.key(2))
@@ -268,10 +271,10 @@ def _search_case(env, make_net, setting: dict, repeats: int) -> list[dict]:
         for backend in search.BACKENDS:
             searcher = search.make_search(algo, backend, num_simulations)
             fns[f"{backend} {algo}"] = search.search_fn(searcher, static, env)
-        unrolled = dataclasses.replace(
-            search.make_search(algo, "native", num_simulations), backend=UnrolledBackend()
+        lockstep = dataclasses.replace(
+            search.make_search(algo, "native", num_simulations), backend=LockstepBackend()
         )
-        fns[f"unrolled {algo}"] = search.search_fn(unrolled, static, env)
+        fns[f"lockstep {algo}"] = search.search_fn(lockstep, static, env)
     results = search.timed(fns, (params, states, jax.random.key(0)), repeats)
     floor_ms = results["floor"][1]
     records = []
@@ -284,10 +287,10 @@ def _search_case(env, make_net, setting: dict, repeats: int) -> list[dict]:
         if name != "floor":
             figures["times_floor"] = ms / floor_ms
         backend, _, algo = name.partition(" ")
-        if backend in ("native", "unrolled"):
+        if backend in ("native", "lockstep"):
             figures["speed_up_over_mctx"] = results[f"mctx {algo}"][1] / ms
-        if backend == "unrolled":
-            figures["speed_up_over_native"] = results[f"native {algo}"][1] / ms
+        if backend == "native":
+            figures["speed_up_over_lockstep"] = results[f"lockstep {algo}"][1] / ms
         records.append({"setting": setting | {"search": name}, "figures": figures})
     return records
 
@@ -555,13 +558,13 @@ def _number(value) -> str:
 def main(argv=None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="benchmarks/gpu_report", help="report directory")
-    parser.add_argument("--budget", type=float, help="seconds (default 420; --smoke 1800)")
+    parser.add_argument("--budget", type=float, help="seconds (default 460; --smoke 1800)")
     parser.add_argument("--seeds", type=int, default=8, help="seeds under vmap")
     parser.add_argument("--only", nargs="+", choices=SECTIONS, help="these sections only")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: a check on a CPU")
     args = parser.parse_args(argv)
     sizes = SMOKE if args.smoke else FULL
-    budget_s = args.budget or (1800.0 if args.smoke else 420.0)
+    budget_s = args.budget or (1800.0 if args.smoke else 460.0)
     budget = Budget(budget_s, sizes)
     started = time.perf_counter()
     argv = sys.argv[1:] if argv is None else list(argv)
