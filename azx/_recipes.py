@@ -162,12 +162,13 @@ class AbstractAgentRecipe(AbstractRecipe):
         return platform != "cpu"
 
     def for_seeds(self, trainer):
-        # Under `vmap` the CPU's row loops (`PlatformBackend`) run every seed's rows in
-        # every iteration of every seed's loop; the lockstep kernels batch as plain array
-        # code. Every backend gives the same search, bit for bit.
+        # Under `vmap` the CPU's row loops run every seed's rows in every iteration of
+        # every seed's loop; the lockstep kernels batch as plain array code. Every backend
+        # gives the same search, bit for bit.
         native = isinstance(trainer.search, search.AbstractNativeSearch)
         if native and isinstance(trainer.search.backend, search.PlatformBackend):
-            return eqx.tree_at(lambda t: t.search.backend, trainer, search.LockstepBackend())
+            mapped = search.PlatformBackend(cpu_rows=False)
+            return eqx.tree_at(lambda t: t.search.backend, trainer, mapped)
         return trainer
 
     def network_agent(

@@ -206,18 +206,36 @@ def _cpu_rows(tree: Tree) -> bool:
 
 
 class PlatformBackend(AbstractBackend):
-    """The row kernels on XLA:CPU in games with at most `ROW_LOOPS_MAX_ACTIONS` actions,
-    lockstep otherwise and on every other platform (by `jax.lax.platform_dependent`, when
-    the search is compiled). The default backend."""
+    """The default backend, chosen by platform with `jax.lax.platform_dependent` when the
+    search is compiled: on XLA:CPU the row kernels in games with at most
+    `ROW_LOOPS_MAX_ACTIONS` actions (unless `cpu_rows` is off) and lockstep otherwise; on
+    every other platform [`azx.search.UnrolledBackend`][] at its default sizes, which on a
+    GPU takes 0.5-0.75x lockstep's time for PUCT and about the same for Gumbel
+    (`benchmarks.backends`). Every choice gives the same arrays, bit for bit."""
+
+    cpu_rows: bool = eqx.field(default=True, static=True)
+    """Whether XLA:CPU runs the row kernels in games with few actions. Off for searches
+    batched under `vmap` (several seeds at once), where the row loops would run every
+    mapped row in every iteration and the lockstep kernels batch as plain array code."""
+
+    def path_buffer(self, batch_size, max_depth):
+        return _ACCELERATOR.path_buffer(batch_size, max_depth)
 
     def descend(self, tree, rule, q_range, max_depth, root, path):
         args = (tree, rule, q_range, max_depth, root, path)
-        cpu = RowBackend() if _cpu_rows(tree) else LockstepBackend()
+        cpu = RowBackend() if self._rows(tree) else LockstepBackend()
         return jax.lax.platform_dependent(
-            cpu=lambda: cpu.descend(*args), default=lambda: LockstepBackend().descend(*args)
+            cpu=lambda: cpu.descend(*args), default=lambda: _ACCELERATOR.descend(*args)
         )
 
     def backup(self, tree, path, end, leaf, leaf_value):
         args = (tree, path, end, leaf, leaf_value)
-        cpu = _rows.backup if _cpu_rows(tree) else _lockstep.backup
-        return jax.lax.platform_dependent(*args, cpu=cpu, default=_lockstep.backup)
+        cpu = _rows.backup if self._rows(tree) else _lockstep.backup
+        return jax.lax.platform_dependent(*args, cpu=cpu, default=_ACCELERATOR.backup)
+
+    def _rows(self, tree: Tree) -> bool:
+        return self.cpu_rows and _cpu_rows(tree)
+
+
+#: `PlatformBackend`'s backend off the CPU.
+_ACCELERATOR = UnrolledBackend()

@@ -1,7 +1,8 @@
 """The lockstep kernels: every batch row moves together, one level (descent) or a few
 path positions (backup) per iteration of a `while_loop`, with one gather and one scatter
-per array per iteration. [`azx.search.LockstepBackend`][]'s, and
-[`azx.search.PlatformBackend`][]'s on every platform but XLA:CPU.
+per array per iteration. [`azx.search.LockstepBackend`][]'s and
+[`azx.search.UnrolledBackend`][]'s (several levels or positions per iteration), and
+[`azx.search.PlatformBackend`][]'s on every platform.
 """
 
 from collections.abc import Callable
