@@ -1,0 +1,150 @@
+"""MuZero against PPO on the same tasks at the same environment steps, each with the one
+configuration of its observation kind, over several seeds.
+
+    python -m benchmarks.muzero_suite [--tasks cartpole catch fourrooms breakout freeway]
+                                      [--seeds 0 1 2] [--episodes 32] [--json PATH]
+                                      [--muzero-set KEY=VALUE ...] [--ppo-set KEY=VALUE ...]
+
+The tasks: CartPole-v1, Catch-bsuite and FourRooms-misc at 100,000 environment steps;
+Breakout-MinAtar and Freeway-MinAtar at 409,600. MuZero trains `muzero_cartpole`'s
+configuration on vector observations and `muzero_breakout`'s on MinAtar's planes; PPO
+`ppo_cartpole`'s and `ppo_breakout`'s. Each run's iterations, and the length of its
+learning-rate schedule (MuZero's decay, PPO's anneal), are set so that it takes the
+task's steps, rounded up to whole iterations. `--muzero-set` and `--ppo-set` change a
+configuration on every task (as `azx train --set` does), for paired runs on the same seeds.
+
+Each seed is evaluated over `--episodes` episodes: MuZero by its search with the noise
+off (`azx.muzero.evaluate`), PPO by sampling its policy (`azx.ppo.evaluate`, as `azx eval`
+does). Prints a line per run, then a table: each algorithm's mean return over the seeds
+with a 95% interval across them (Student's t), and MuZero's mean minus PPO's.
+"""
+
+import argparse
+import dataclasses
+import json
+import math
+import time
+
+import equinox as eqx
+import jax
+import numpy as np
+
+import azx
+from azx._report import mean_interval
+from benchmarks.muzero_cartpole import train_in_chunks
+from benchmarks.ppo_learning import train_and_evaluate
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    env: str
+    steps: int
+    muzero: str  # the preset whose configuration MuZero trains
+    ppo: str
+
+
+VECTOR = ("muzero_cartpole", "ppo_cartpole")
+PLANES = ("muzero_breakout", "ppo_breakout")
+TASKS = {
+    "cartpole": Task("gymnax:CartPole-v1", 100_000, *VECTOR),
+    "catch": Task("gymnax:Catch-bsuite", 100_000, *VECTOR),
+    "fourrooms": Task("gymnax:FourRooms-misc", 100_000, *VECTOR),
+    "breakout": Task("gymnax:Breakout-MinAtar", 409_600, *PLANES),
+    "freeway": Task("gymnax:Freeway-MinAtar", 409_600, *PLANES),
+}
+
+
+def fitted(name: str, env: str, steps: int, settings: list[str]) -> azx.presets.Preset:
+    """Preset `name` on `env` with `settings`, its iterations and schedule fitted to
+    `steps` environment steps."""
+    preset = azx.presets.get(name).changed(env=env, settings=settings)
+    trainer, _ = preset.build(seed=0)
+    per_iteration = trainer.env_steps_per_iteration
+    iterations = math.ceil(steps / per_iteration)
+    schedule = preset.recipe.schedule
+    return preset.changed(settings=[f"iterations={iterations}", f"{schedule}={iterations}"])
+
+
+def muzero_run(preset, seed: int, episodes: int) -> dict:
+    trainer, state = preset.build(seed=seed)
+    seconds = 0.0
+    for state, _, _, seconds in train_in_chunks(
+        trainer.train_and_record, state, preset.iterations, preset.iterations
+    ):
+        pass
+    result = eqx.filter_jit(azx.muzero.evaluate)(
+        trainer, state.net, num_episodes=episodes, key=jax.random.key(10_000 + seed), greedy=True
+    )
+    low, high = result.return_interval()
+    return {
+        "seed": seed,
+        "env_steps": trainer.env_steps(state),
+        "train_s": seconds,
+        "return_mean": result.mean_return(),
+        "return_low": low,
+        "return_high": high,
+    }
+
+
+def main(argv=None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", nargs="+", choices=list(TASKS), default=list(TASKS))
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--episodes", type=int, default=32)
+    parser.add_argument("--algorithms", nargs="+", choices=("muzero", "ppo"))
+    parser.add_argument("--muzero-set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE")
+    parser.add_argument("--json", help="write every run's record to this JSON file")
+    args = parser.parse_args(argv)
+    algorithms = args.algorithms or ["muzero", "ppo"]
+    results = {}
+    for name in args.tasks:
+        task = TASKS[name]
+        for algorithm in algorithms:
+            base = task.muzero if algorithm == "muzero" else task.ppo
+            settings = args.muzero_set if algorithm == "muzero" else args.ppo_set
+            preset = fitted(base, task.env, task.steps, settings)
+            records = []
+            for seed in args.seeds:
+                started = time.perf_counter()
+                if algorithm == "muzero":
+                    record = muzero_run(preset, seed, args.episodes)
+                else:
+                    record = train_and_evaluate(
+                        preset, seed, chunk=preset.iterations, episodes=args.episodes, greedy=False
+                    )
+                record["wall_s"] = time.perf_counter() - started
+                records.append(record)
+                print(
+                    f"{name} {algorithm} seed {seed}: return {record['return_mean']:.2f} "
+                    f"[{record['return_low']:.2f}, {record['return_high']:.2f}] over "
+                    f"{args.episodes} episodes after {record['env_steps']} steps "
+                    f"({record['wall_s']:.0f} s)",
+                    flush=True,
+                )
+            results[name, algorithm] = {"preset": preset.to_dict(), "records": records}
+    print(table(results, args.tasks, algorithms))
+    if args.json:
+        with open(args.json, "w") as file:
+            json.dump({f"{t} {a}": r for (t, a), r in results.items()}, file, indent=1)
+    return results
+
+
+def table(results: dict, tasks: list[str], algorithms: list[str]) -> str:
+    lines = ["| task | steps | " + " | ".join(algorithms) + " | MuZero - PPO |"]
+    lines.append("|" + "---|" * (len(algorithms) + 3))
+    for name in tasks:
+        means, cells = {}, []
+        for algorithm in algorithms:
+            returns = [r["return_mean"] for r in results[name, algorithm]["records"]]
+            mean, low, high = mean_interval(returns)
+            means[algorithm] = mean
+            cells.append(f"{mean:.2f} [{low:.2f}, {high:.2f}] ({len(returns)} seeds)")
+        gap = f"{means['muzero'] - means['ppo']:+.2f}" if len(means) == 2 else ""
+        lines.append(f"| {name} | {TASKS[name].steps:,} | " + " | ".join(cells) + f" | {gap} |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    np.set_printoptions(precision=3)
+    main()
