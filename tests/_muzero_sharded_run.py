@@ -8,13 +8,14 @@ import sys
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 
-import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
+
+from _four_devices import train_on_one_and_four  # noqa: E402
 
 import azx  # noqa: E402
 import azx.muzero as mz  # noqa: E402
@@ -58,14 +59,7 @@ def main(algorithm: str = "muzero"):
     make, done = ALGORITHMS[algorithm]
     trainer, state, losses = make()
     keys = jax.random.split(jax.random.key(2), 3)
-    single = state
-    for key in keys:
-        single = eqx.filter_jit(trainer.step)(single, key)
-    mesh = azx.parallel.make_mesh()
-    sharded = azx.parallel.shard_state(state, mesh)
-    assert len(sharded.replay.position.sharding.device_set) == 4
-    for key in keys:
-        sharded = eqx.filter_jit(azx.parallel.sharded_step(trainer, mesh))(sharded, key)
+    single, sharded = train_on_one_and_four(trainer, state, keys)
     # The same games (actions, episode ends, ring positions exactly); values computed with
     # parameters that differ by float rounding (gradients summed over shards in another
     # order) agree within tolerance.
