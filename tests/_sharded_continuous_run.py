@@ -6,7 +6,6 @@ import os
 
 os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
 
-import equinox as eqx  # noqa: E402
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
@@ -14,11 +13,12 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+from _four_devices import train_on_one_and_four  # noqa: E402
+
 import azx  # noqa: E402
 
 
 def main():
-    assert len(jax.devices()) == 4, jax.devices()
     env = azx.envs.make("gymnax:Pendulum-v1")
     config = azx.ppo.Config(
         num_envs=8,
@@ -31,14 +31,7 @@ def main():
     trainer = azx.ppo.PPO(env, config)
     net = azx.ppo.ContinuousActorCritic((3,), 1, hidden_sizes=(16,), key=jax.random.key(0))
     state = trainer.init(net, key=jax.random.key(1))
-    keys = jax.random.split(jax.random.key(2), 2)
-    single = state
-    for key in keys:
-        single = eqx.filter_jit(trainer.step)(single, key)
-    mesh = azx.parallel.make_mesh()
-    sharded = azx.parallel.shard_state(state, mesh)
-    for key in keys:
-        sharded = eqx.filter_jit(azx.parallel.sharded_step(trainer, mesh))(sharded, key)
+    single, sharded = train_on_one_and_four(trainer, state, jax.random.split(jax.random.key(2), 2))
     for a, b in zip(jax.tree.leaves(single.env_state), jax.tree.leaves(sharded.env_state)):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     for a, b in zip(jax.tree.leaves(single.params), jax.tree.leaves(sharded.params)):

@@ -15,6 +15,7 @@ import numpy as np  # noqa: E402
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+from _four_devices import train_on_one_and_four  # noqa: E402
 from _games import Countdown  # noqa: E402
 from _trainer_setup import tic_tac_toe  # noqa: E402
 
@@ -30,15 +31,7 @@ def check_ppo(net_kind: str, **config):
     else:
         net = azx.nets.RecurrentActorCritic((2,), 3, hidden_size=8, key=jax.random.key(0))
     state = trainer.init(net, key=jax.random.key(1))
-    keys = jax.random.split(jax.random.key(2), 2)
-    single = state
-    for key in keys:
-        single = eqx.filter_jit(trainer.step)(single, key)
-    mesh = azx.parallel.make_mesh()
-    sharded = azx.parallel.shard_state(state, mesh)
-    assert len(sharded.env_state.time.sharding.device_set) == 4
-    for key in keys:
-        sharded = eqx.filter_jit(azx.parallel.sharded_step(trainer, mesh))(sharded, key)
+    single, sharded = train_on_one_and_four(trainer, state, jax.random.split(jax.random.key(2), 2))
     for a, b in zip(jax.tree.leaves(single.env_state), jax.tree.leaves(sharded.env_state)):
         np.testing.assert_array_equal(a, b)
     np.testing.assert_array_equal(single.previous_action, sharded.previous_action)
@@ -120,18 +113,7 @@ def main():
     )
     trainer = azx.alphazero.AlphaZero(trainer.env, trainer.search, config)
     keys = jax.random.split(jax.random.key(11), 3)
-
-    single = state
-    step = eqx.filter_jit(trainer.step)
-    for key in keys:
-        single = step(single, key)
-
-    mesh = azx.parallel.make_mesh()
-    sharded_step = eqx.filter_jit(azx.parallel.sharded_step(trainer, mesh))
-    sharded = azx.parallel.shard_state(state, mesh)
-    assert len(sharded.buffer.position.sharding.device_set) == 4
-    for key in keys:
-        sharded = sharded_step(sharded, key)
+    single, sharded = train_on_one_and_four(trainer, state, keys)
 
     # Same self-play games, move by move: positions, legal moves and game states agree
     # exactly; the search's policy targets and the parameters up to float summation order.
@@ -160,11 +142,7 @@ def main():
     )
     trainer = azx.alphazero.AlphaZero(trainer.env, trainer.search, config)
     state = trainer.init(state.net, key=jax.random.key(1))
-    single, sharded = state, azx.parallel.shard_state(state, mesh)
-    sharded_step = eqx.filter_jit(azx.parallel.sharded_step(trainer, mesh))
-    for key in keys:
-        single = eqx.filter_jit(trainer.step)(single, key)
-        sharded = sharded_step(sharded, key)
+    single, sharded = train_on_one_and_four(trainer, state, keys)
     np.testing.assert_array_equal(
         single.buffer.experience.observation, sharded.buffer.experience.observation
     )
@@ -176,6 +154,7 @@ def main():
     no_target = np.sum(single.buffer.experience.policy_target[:, :12], axis=-1) == 0
     assert not no_target[0::2].any() and no_target[1::2].any()
 
+    mesh = azx.parallel.make_mesh()
     bad_trainer, _ = tic_tac_toe(num_envs=6)
     try:
         azx.parallel.sharded_step(bad_trainer, mesh)

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 import pytest
+from _four_devices import run_script
 
 
 # Each test starts several JAX processes and trains in each: the slow tier (`-m slow`).
@@ -21,17 +22,7 @@ HERE = pathlib.Path(__file__).parent
 
 
 def test_four_devices_train_like_one():
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    result = subprocess.run(
-        [sys.executable, str(HERE / "_sharded_run.py")],
-        cwd=HERE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SHARDED OK" in result.stdout
+    assert "SHARDED OK" in run_script("_sharded_run.py")
 
 
 def _free_port() -> int:

@@ -5,10 +5,6 @@ log-probabilities recomputed by the learner, a four-device mesh against one devi
 resumed run against a straight one, and each optional setting against what it promises."""
 
 import json
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import equinox as eqx
 import jax
@@ -17,13 +13,11 @@ import numpy as np
 import pytest
 import scipy.integrate
 import scipy.stats
+from _four_devices import run_script
 from _games import Countdown
 from _tiers import slow_repeats
 
 import azx
-
-
-HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="module")
@@ -238,19 +232,7 @@ def test_training_resumes_bit_for_bit_from_a_checkpoint(pendulum, tmp_path):
 
 
 def test_four_devices_train_like_one():
-    # This checkout's azx first, whatever the subprocess's working directory.
-    path = os.pathsep.join([str(HERE.parent), os.environ.get("PYTHONPATH", "")])
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", PYTHONPATH=path)
-    result = subprocess.run(
-        [sys.executable, str(HERE / "_sharded_continuous_run.py")],
-        cwd=HERE,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "SHARDED OK" in result.stdout
+    assert "SHARDED OK" in run_script("_sharded_continuous_run.py")
 
 
 def test_equal_configurations_make_equal_trainers_that_compile_once(pendulum):
