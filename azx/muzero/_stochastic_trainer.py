@@ -17,9 +17,8 @@ from .._validate import check_non_negative_number
 from ..envs import AbstractEnv
 from ..search import AbstractSearch
 from ._config import Config
-from ._loss import scale_gradient
+from ._loss import head_loss, scale_gradient
 from ._replay import ReplayState, SegmentReplay, Targets
-from ._scaling import scale_value, two_hot
 from ._stochastic import StochasticLearnedModel
 from ._stochastic_nets import StochasticMuZeroNet, straight_through_code
 from ._trainer import (
@@ -48,12 +47,6 @@ class StochasticLossParts(eqx.Module):
     """The encoder's softmax pulled towards its own one-hot code (VQ-VAE's commitment)."""
     policy_entropy: Float[Array, ""]
     count: Float[Array, ""]
-
-
-def _head_loss(support_size: int | None, head: Float[Array, " bins"], target: Float[Array, ""]):
-    if support_size is None:
-        return 0.5 * jnp.square(head[0] - target)
-    return -jnp.sum(two_hot(scale_value(target), support_size) * jax.nn.log_softmax(head))
 
 
 def stochastic_segment_loss(
@@ -95,13 +88,13 @@ def stochastic_segment_loss(
         mask = targets.mask[k].astype(jnp.float32) * weight
         value_mask = targets.value_mask[k].astype(jnp.float32) * weight
         policy_loss += mask * -jnp.sum(targets.policy_target[k] * jax.nn.log_softmax(logits))
-        value_loss += value_mask * _head_loss(support, value_head, targets.value_target[k])
+        value_loss += value_mask * head_loss(support, value_head, targets.value_target[k])
         if k == unroll_steps:
             break
         afterstate = net.afterstate(embedding, targets.actions[k])
         chance_logits, q_head = net.afterstate_prediction(afterstate)
         # Q(s_k, a_k) estimates the same return as step k's value target.
-        q_loss += value_mask * _head_loss(support, q_head, targets.value_target[k])
+        q_loss += value_mask * head_loss(support, q_head, targets.value_target[k])
         code = straight_through_code(code_logits[k])
         one_hot = jax.lax.stop_gradient(code)
         step_weight = targets.mask[k + 1].astype(jnp.float32) / unroll_steps
@@ -111,7 +104,7 @@ def stochastic_segment_loss(
         reward_head, embedding = net.dynamics(afterstate, code)
         embedding = scale_gradient(embedding, 0.5)
         reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
-        reward_loss += reward_weight * _head_loss(support, reward_head, targets.reward_target[k])
+        reward_loss += reward_weight * head_loss(support, reward_head, targets.reward_target[k])
     return (
         policy_loss,
         value_loss_weight * value_loss,
