@@ -5,6 +5,8 @@ layer (the command line, the training loop, run directories) is reorganised.
     python -m benchmarks.app_identity --out /tmp/app_after     # after it
     python -m benchmarks.app_identity --compare /tmp/app_base /tmp/app_after
 
+`--runs NAME ...` makes (and compares) only those entries of `RUNS`.
+
 Each run leaves `identity.json`: every metrics record without its wall-clock fields,
 every `azx eval` result, and the SHA-256 of every array of every checkpoint (restored
 with `azx.load_run`, so that orbax's own timestamps and file layout do not count).
@@ -67,6 +69,13 @@ RUNS = [
         [["--opponent", "random", "--games", "10"]],
     ),
     (
+        "stochastic_muzero_dice",
+        ["--preset", "stochastic_muzero_dice", "--iterations", "4", "--log-every", "2"]
+        + ["--eval-every", "4", "--eval-games", "8"],
+        ["--resume", "--iterations", "6"],
+        [["--games", "8"], ["--games", "4", "--agent", "network", "--seed", "2"]],
+    ),
+    (
         "2048",
         ["--preset", "2048", "--iterations", "2", "--log-every", "1"]
         + ["--eval-every", "2", "--eval-games", "2"],
@@ -111,9 +120,9 @@ def _records(directory: Path) -> list[dict]:
     return [{k: v for k, v in r.items() if k not in WALL_CLOCK} for r in records]
 
 
-def make(out: Path) -> None:
+def make(out: Path, runs: list) -> None:
     out.mkdir(parents=True, exist_ok=False)
-    for name, train, resume, evaluations in RUNS:
+    for name, train, resume, evaluations in runs:
         directory = out / name
         _azx("train", "--out", str(directory), "--quiet", *train)
         _azx("train", "--out", str(directory), "--quiet", *resume)
@@ -134,7 +143,7 @@ def make(out: Path) -> None:
               f"checkpoints {list(identity['checkpoints'])}")  # fmt: skip
 
 
-def compare(a: Path, b: Path) -> int:
+def compare(a: Path, b: Path, runs: list) -> int:
     """Records and results compared with their keys in order (as their JSON lines would
     be); `config.json` as a JSON object (its key order is not part of its format)."""
 
@@ -142,7 +151,7 @@ def compare(a: Path, b: Path) -> int:
         return json.loads(path.read_text(), object_pairs_hook=list if ordered else None)
 
     differing = 0
-    for name, *_ in RUNS:
+    for name, *_ in runs:
         one = read(a / name / "identity.json", ordered=True)
         two = read(b / name / "identity.json", ordered=True)
         parts = {key: (value, dict(two)[key]) for key, value in one}
@@ -158,10 +167,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path)
     parser.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
+    names = [name for name, *_ in RUNS]
+    parser.add_argument("--runs", nargs="+", choices=names, metavar="NAME", help=", ".join(names))
     args = parser.parse_args()
+    runs = [run for run in RUNS if args.runs is None or run[0] in args.runs]
     if args.compare:
-        sys.exit(compare(*args.compare))
-    make(args.out)
+        sys.exit(compare(*args.compare, runs))
+    make(args.out, runs)
 
 
 if __name__ == "__main__":

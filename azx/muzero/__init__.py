@@ -1,9 +1,13 @@
 """MuZero: a learned model (representation, dynamics, prediction) that azx's searches plan
 with, trained end to end on the unrolled model."""
 
-from ._agent import MuZeroAgent as MuZeroAgent
+from ._agent import MuZeroAgent as MuZeroAgent, StochasticMuZeroAgent as StochasticMuZeroAgent
 from ._config import Config as Config
-from ._evaluate import evaluate as evaluate, greedy_search as greedy_search
+from ._evaluate import (
+    evaluate as evaluate,
+    greedy_search as greedy_search,
+    stochastic_evaluate as stochastic_evaluate,
+)
 from ._loss import (
     LossParts as LossParts,
     loss as loss,
@@ -51,10 +55,6 @@ from ._stochastic import (
     StochasticState as StochasticState,
     stochastic_search_observations as stochastic_search_observations,
     stochastic_search_states as stochastic_search_states,
-)
-from ._stochastic_agent import (
-    StochasticMuZeroAgent as StochasticMuZeroAgent,
-    stochastic_evaluate as stochastic_evaluate,
 )
 from ._stochastic_nets import (
     MLPAfterstateDynamics as MLPAfterstateDynamics,

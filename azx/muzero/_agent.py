@@ -8,30 +8,36 @@ from .._types import EnvState, PRNGKey
 from ..arena import AbstractAgent
 from ..envs import AbstractEnv
 from ..search import AbstractSearch
-from ._model import search_states
 from ._nets import MuZeroNet
+from ._stochastic import learned_search_states
+from ._stochastic_nets import StochasticMuZeroNet
 
 
 class MuZeroAgent(AbstractAgent):
-    """Plays the action of a search over `net`'s learned model
-    ([`azx.muzero.search_states`][]), which sees the game only through its observations
-    and legal actions. Every move's search starts afresh, so the agent keeps no state
-    between moves. Configure the search to play greedily for evaluation (e.g.
-    [`azx.muzero.greedy_search`][]).
+    """Plays the action of a search over `net`'s learned model, which sees the game only
+    through its observations and legal actions: [`azx.muzero.search_states`][] for a
+    [`azx.muzero.MuZeroNet`][], [`azx.muzero.stochastic_search_states`][] (through chance
+    nodes over its codes) for a [`azx.muzero.StochasticMuZeroNet`][]. Every move's search
+    starts afresh, so the agent keeps no state between moves. Configure the search to
+    play greedily for evaluation (e.g. [`azx.muzero.greedy_search`][]).
     """
 
-    net: MuZeroNet
+    net: MuZeroNet | StochasticMuZeroNet
     search: AbstractSearch
 
-    def __init__(self, net: MuZeroNet, search: AbstractSearch):
+    def __init__(self, net: MuZeroNet | StochasticMuZeroNet, search: AbstractSearch):
         """**Arguments:**
 
-        - `net`: the trained [`azx.muzero.MuZeroNet`][].
-        - `search`: any [`azx.search.AbstractSearch`][] (native or mctx), without tree
-          reuse.
+        - `net`: the trained [`azx.muzero.MuZeroNet`][] or
+          [`azx.muzero.StochasticMuZeroNet`][].
+        - `search`: any [`azx.search.AbstractSearch`][] (native or mctx; for a
+          `StochasticMuZeroNet`, native or [`azx.search.MctxPUCT`][]), without tree reuse.
         """
-        if not isinstance(net, MuZeroNet):
-            raise ValueError(f"net must be an azx.muzero.MuZeroNet, got {type(net).__name__}")
+        if not isinstance(net, MuZeroNet | StochasticMuZeroNet):
+            raise ValueError(
+                f"net must be an azx.muzero.MuZeroNet or StochasticMuZeroNet, got "
+                f"{type(net).__name__}"
+            )
         if not isinstance(search, AbstractSearch):
             raise ValueError(f"search must be an azx.search.AbstractSearch, got {search!r}")
         if search.reuse_tree:
@@ -55,9 +61,14 @@ class MuZeroAgent(AbstractAgent):
         batch_size = jax.tree.leaves(env_state)[0].shape[0]
         # One key per row, so that a row's search does not depend on the other rows.
         keys = jax.random.split(key, batch_size)
-        output = search_states(self.search, self.net, env, env_state, key=keys)
+        output = learned_search_states(self.search, self.net, env, env_state, key=keys)
         return output.action.astype(jnp.int32), agent_state
 
     def observe(self, agent_state, action, done):
         del action, done
         return agent_state
+
+
+StochasticMuZeroAgent = MuZeroAgent
+"""Stochastic MuZero's agent: [`azx.muzero.MuZeroAgent`][] itself, which plays a
+[`azx.muzero.StochasticMuZeroNet`][] by a search through its chance nodes."""

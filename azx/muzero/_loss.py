@@ -32,12 +32,15 @@ def scale_gradient(x: Float[Array, "*shape"], scale: float) -> Float[Array, "*sh
     return scale * x + (1.0 - scale) * jax.lax.stop_gradient(x)
 
 
-def _head_loss(net: MuZeroNet, head: Float[Array, " bins"], target: Float[Array, ""]):
-    """Cross-entropy against the two-hot projection of `h(target)` for a categorical head,
-    half the squared error for a scalar one."""
-    if net.support_size is None:
+def head_loss(
+    support_size: int | None, head: Float[Array, " bins"], target: Float[Array, ""]
+) -> Float[Array, ""]:
+    """Cross-entropy against the two-hot projection of `h(target)` for a categorical head
+    (over `-support_size ... support_size`), half the squared error for a scalar one
+    (`support_size=None`)."""
+    if support_size is None:
         return 0.5 * jnp.square(head[0] - target)
-    probabilities = two_hot(scale_value(target), net.support_size)
+    probabilities = two_hot(scale_value(target), support_size)
     return -jnp.sum(probabilities * jax.nn.log_softmax(head))
 
 
@@ -96,7 +99,7 @@ def segment_loss(
         value_mask = targets.value_mask[k].astype(jnp.float32) * weight
         cross_entropy = -jnp.sum(targets.policy_target[k] * jax.nn.log_softmax(logits))
         policy_loss += mask * cross_entropy
-        value_loss += value_mask * _head_loss(net, value_head, targets.value_target[k])
+        value_loss += value_mask * head_loss(net.support_size, value_head, targets.value_target[k])
         if k == unroll_steps:
             break
         reward_head, embedding = net.dynamics(embedding, targets.actions[k])
@@ -108,7 +111,9 @@ def segment_loss(
             consistency_loss += step_weight * (1.0 - cosine)
         # The k-th action's reward is the (k + 1)-th unroll step's prediction.
         reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
-        reward_loss += reward_weight * _head_loss(net, reward_head, targets.reward_target[k])
+        reward_loss += reward_weight * head_loss(
+            net.support_size, reward_head, targets.reward_target[k]
+        )
     value_loss, reward_loss = value_loss_weight * value_loss, reward_loss_weight * reward_loss
     consistency_loss = consistency_loss_weight * consistency_loss
     entropy = jax.lax.stop_gradient(entropy)

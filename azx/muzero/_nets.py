@@ -27,12 +27,15 @@ def normalise_embedding(embedding: Float[Array, "*embedding"]) -> Float[Array, "
     return (embedding - low) / jnp.maximum(high - low, 1e-8)
 
 
-def _check_sizes(**sizes: int) -> None:
+def check_sizes(**sizes: int) -> None:
+    """Each size a positive int (named by its keyword in the error)."""
     for name, value in sizes.items():
         check_positive_int(name, value)
 
 
-def _mlp(in_size: int, width: int, depth: int, key: PRNGKey) -> eqx.nn.MLP:
+def mlp_trunk(in_size: int, width: int, depth: int, key: PRNGKey) -> eqx.nn.MLP:
+    """`depth` hidden layers of `width` ReLU units: the trunk of every fully connected
+    network of MuZero's and Stochastic MuZero's models, under their linear heads."""
     return eqx.nn.MLP(
         in_size,
         width,
@@ -64,9 +67,9 @@ class MLPRepresentation(eqx.Module):
         """**Arguments:** the observation's shape, the embedding's size, hidden `width` and
         `depth` (layers, at least 1), and the initial weights' `key` (keyword-only)."""
         self.observation_shape = check_shape(observation_shape)
-        _check_sizes(embedding_size=embedding_size, width=width, depth=depth)
+        check_sizes(embedding_size=embedding_size, width=width, depth=depth)
         trunk_key, head_key = jax.random.split(key)
-        self.trunk = _mlp(flat_size(self.observation_shape), width, depth, trunk_key)
+        self.trunk = mlp_trunk(flat_size(self.observation_shape), width, depth, trunk_key)
         self.head = eqx.nn.Linear(width, embedding_size, key=head_key)
 
     def __call__(self, observation: Shaped[Array, "..."]) -> Float[Array, " embedding"]:
@@ -100,7 +103,7 @@ class MLPDynamics(eqx.Module):
         depth: int = 2,
         key: PRNGKey,
     ):
-        _check_sizes(
+        check_sizes(
             embedding_size=embedding_size,
             num_actions=num_actions,
             reward_bins=reward_bins,
@@ -108,7 +111,7 @@ class MLPDynamics(eqx.Module):
             depth=depth,
         )
         trunk_key, embedding_key, reward_key = jax.random.split(key, 3)
-        self.trunk = _mlp(embedding_size + num_actions, width, depth, trunk_key)
+        self.trunk = mlp_trunk(embedding_size + num_actions, width, depth, trunk_key)
         self.embedding_head = eqx.nn.Linear(width, embedding_size, key=embedding_key)
         self.reward_head = eqx.nn.Linear(width, reward_bins, key=reward_key)
         self.num_actions = num_actions
@@ -139,7 +142,7 @@ class MLPPrediction(eqx.Module):
         depth: int = 2,
         key: PRNGKey,
     ):
-        _check_sizes(
+        check_sizes(
             embedding_size=embedding_size,
             num_actions=num_actions,
             value_bins=value_bins,
@@ -147,7 +150,7 @@ class MLPPrediction(eqx.Module):
             depth=depth,
         )
         trunk_key, policy_key, value_key = jax.random.split(key, 3)
-        self.trunk = _mlp(embedding_size, width, depth, trunk_key)
+        self.trunk = mlp_trunk(embedding_size, width, depth, trunk_key)
         self.policy_head = eqx.nn.Linear(width, num_actions, key=policy_key)
         self.value_head = eqx.nn.Linear(width, value_bins, key=value_key)
 
@@ -185,7 +188,7 @@ class ConsistencyHead(eqx.Module):
         """**Arguments:** the embedding's shape, the hidden layers' and the projection's
         sizes, and the initial weights' `key` (keyword-only)."""
         self.embedding_shape = check_shape(embedding_shape)
-        _check_sizes(hidden_size=hidden_size, projection_size=projection_size)
+        check_sizes(hidden_size=hidden_size, projection_size=projection_size)
         keys = jax.random.split(key, 4)
         self.projection_hidden = eqx.nn.Linear(
             flat_size(self.embedding_shape), hidden_size, key=keys[0]
@@ -248,10 +251,7 @@ class MuZeroNet(eqx.Module):
 
     def head_to_scalar(self, head: Float[Array, " bins"]) -> Float[Array, ""]:
         """A value or reward head's output as the scalar it predicts."""
-        if self.support_size is None:
-            return head[0]
-        probabilities = jax.nn.softmax(head)
-        return unscale_value(expected_value(probabilities, self.support_size))
+        return head_scalar(self.support_size, head)
 
     def represent(self, observation: Shaped[Array, "..."]) -> Float[Array, "*embedding"]:
         """The embedding of one observation."""
@@ -340,3 +340,12 @@ def head_bins(support_size: int | None) -> int:
         return 1
     check_positive_int("support_size", support_size)
     return 2 * support_size + 1
+
+
+def head_scalar(support_size: int | None, head: Float[Array, " bins"]) -> Float[Array, ""]:
+    """The scalar a value, `Q` or reward head predicts: its one output for a scalar head
+    (`support_size=None`), else `h^-1` of the mean of its distribution over the support."""
+    if support_size is None:
+        return head[0]
+    probabilities = jax.nn.softmax(head)
+    return unscale_value(expected_value(probabilities, support_size))

@@ -14,7 +14,6 @@ from ._config import Config
 from ._evaluate import evaluate
 from ._nets import mlp_net
 from ._resnet import resnet_net
-from ._stochastic_agent import StochasticMuZeroAgent, stochastic_evaluate
 from ._stochastic_nets import stochastic_mlp_net
 from ._stochastic_trainer import StochasticMuZero
 from ._trainer import MuZero
@@ -240,7 +239,7 @@ class StochasticMuZeroRecipe(AbstractAgentRecipe):
     """Stochastic MuZero ([`azx.muzero.StochasticMuZero`][]): its search, its loss weights,
     and how `azx train` evaluates it, as MuZero's recipe does
     ([`azx.presets.MuZeroRecipe`][]): the search over its learned model
-    ([`azx.muzero.StochasticMuZeroAgent`][], exploration off) or the prediction at the
+    ([`azx.muzero.MuZeroAgent`][], exploration off) or the prediction at the
     observation's embedding (`"network"`)."""
 
     name: ClassVar[str] = "stochastic_muzero"
@@ -306,18 +305,14 @@ class StochasticMuZeroRecipe(AbstractAgentRecipe):
     def agent(self, net, kind, num_simulations, env, *, explore=False):
         if kind != "search":
             return self.network_agent(net, kind, env, explore)
-        return StochasticMuZeroAgent(net, self.agent_search(num_simulations, explore))
+        return MuZeroAgent(net, self.agent_search(num_simulations, explore))
 
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
         if trainer.env.num_players != 1:
             raise RunError("episodes need a single-player environment; this run's has two")
         greedy = True if greedy is None else greedy
-        return _stochastic_evaluate(
-            trainer, state.net, num_episodes=num_episodes, key=key, greedy=greedy
-        )
+        return _evaluate(trainer, state.net, num_episodes=num_episodes, key=key, greedy=greedy)
 
-
-_stochastic_evaluate = eqx.filter_jit(stochastic_evaluate)
 
 _STOCHASTIC_DICE = Preset(
     name="stochastic_muzero_dice",

@@ -8,6 +8,7 @@ from jaxtyping import Array, Bool, Float, Int, Shaped
 
 from .._types import PRNGKey
 from ..buffer._ring import empty_rings, sample_valid, write_rings
+from ..envs import AbstractEnv
 
 
 class Step(eqx.Module):
@@ -32,6 +33,22 @@ class Step(eqx.Module):
     """The step's action ended the episode by the rules."""
     truncated: Bool[Array, "*batch"]
     """The episode was cut short after this step (time limit)."""
+
+
+def blank_step(env: AbstractEnv) -> Step:
+    """ONE step of `env` with every field zero (and `False`): the example a
+    [`azx.muzero.SegmentReplay`][] lays its empty rings out from."""
+    return Step(
+        observation=jnp.zeros(env.observation_shape, env.observation_dtype),
+        legal_action_mask=jnp.zeros(env.num_actions, bool),
+        action=jnp.int32(0),
+        policy_target=jnp.zeros(env.num_actions, jnp.float32),
+        reward=jnp.float32(0.0),
+        discount=jnp.float32(0.0),
+        root_value=jnp.float32(0.0),
+        terminated=jnp.bool_(False),
+        truncated=jnp.bool_(False),
+    )
 
 
 class ReplayState(eqx.Module):

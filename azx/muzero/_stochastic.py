@@ -1,6 +1,7 @@
 """Stochastic MuZero's learned model behind [`azx.search.AbstractModel`][], with chance
 nodes over the model's chance codes, and the searches over it: azx's native searches and
-`mctx.stochastic_muzero_policy`."""
+`mctx.stochastic_muzero_policy`; and the search from a game's states over either kind of
+learned model, chosen by its network's type."""
 
 import equinox as eqx
 import jax
@@ -24,7 +25,8 @@ from ..search import (
 from ..search._mctx import _by_rows, _read
 from ..search._model import row_keys
 from ..search._tree import tree_for
-from ._model import Observation
+from ._model import Observation, search_states
+from ._nets import MuZeroNet
 from ._stochastic_nets import StochasticMuZeroNet
 
 
@@ -234,4 +236,29 @@ def stochastic_search_states(
     )
     return stochastic_search_observations(
         search, net, roots, two_player=env.num_players == 2, key=key
+    )
+
+
+def learned_search_states(
+    search: AbstractSearch,
+    net: MuZeroNet | StochasticMuZeroNet,
+    env: AbstractEnv,
+    env_state: EnvState,
+    *,
+    key: PRNGKeys,
+) -> SearchOutput:
+    """One fresh search per row of `env_state` over `net`'s learned model, by the
+    network's type: [`azx.muzero.search_states`][] for a [`azx.muzero.MuZeroNet`][],
+    [`azx.muzero.stochastic_search_states`][] (through chance nodes) for a
+    [`azx.muzero.StochasticMuZeroNet`][]. What self-play, evaluation and the arena's
+    [`azx.muzero.MuZeroAgent`][] call, for both kinds of model.
+
+    **Raises:** `ValueError` for another network.
+    """
+    if isinstance(net, StochasticMuZeroNet):
+        return stochastic_search_states(search, net, env, env_state, key=key)
+    if isinstance(net, MuZeroNet):
+        return search_states(search, net, env, env_state, key=key)
+    raise ValueError(
+        f"net must be an azx.muzero.MuZeroNet or StochasticMuZeroNet, got {type(net).__name__}"
     )

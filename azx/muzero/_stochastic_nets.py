@@ -17,20 +17,15 @@ from jaxtyping import Array, Float, Int, Shaped
 from .._types import PRNGKey
 from .._validate import check_positive_int
 from ..nets._common import as_float, check_shape, flat_size
-from ._nets import MLPPrediction, MLPRepresentation, head_bins, normalise_embedding
-from ._scaling import expected_value, unscale_value
-
-
-def _mlp(in_size: int, width: int, depth: int, key: PRNGKey) -> eqx.nn.MLP:
-    return eqx.nn.MLP(
-        in_size,
-        width,
-        width,
-        depth - 1,
-        activation=jax.nn.relu,
-        final_activation=jax.nn.relu,
-        key=key,
-    )
+from ._nets import (
+    MLPPrediction,
+    MLPRepresentation,
+    check_sizes,
+    head_bins,
+    head_scalar,
+    mlp_trunk,
+    normalise_embedding,
+)
 
 
 class MLPAfterstateDynamics(eqx.Module):
@@ -51,12 +46,11 @@ class MLPAfterstateDynamics(eqx.Module):
         depth: int = 2,
         key: PRNGKey,
     ):
-        for name, value in dict(
+        check_sizes(
             embedding_size=embedding_size, num_actions=num_actions, width=width, depth=depth
-        ).items():
-            check_positive_int(name, value)
+        )
         trunk_key, head_key = jax.random.split(key)
-        self.trunk = _mlp(embedding_size + num_actions, width, depth, trunk_key)
+        self.trunk = mlp_trunk(embedding_size + num_actions, width, depth, trunk_key)
         self.head = eqx.nn.Linear(width, embedding_size, key=head_key)
         self.num_actions = num_actions
 
@@ -87,16 +81,15 @@ class MLPChanceDynamics(eqx.Module):
         depth: int = 2,
         key: PRNGKey,
     ):
-        for name, value in dict(
+        check_sizes(
             embedding_size=embedding_size,
             num_codes=num_codes,
             reward_bins=reward_bins,
             width=width,
             depth=depth,
-        ).items():
-            check_positive_int(name, value)
+        )
         trunk_key, embedding_key, reward_key = jax.random.split(key, 3)
-        self.trunk = _mlp(embedding_size + num_codes, width, depth, trunk_key)
+        self.trunk = mlp_trunk(embedding_size + num_codes, width, depth, trunk_key)
         self.embedding_head = eqx.nn.Linear(width, embedding_size, key=embedding_key)
         self.reward_head = eqx.nn.Linear(width, reward_bins, key=reward_key)
 
@@ -126,8 +119,7 @@ class MLPChanceEncoder(eqx.Module):
         key: PRNGKey,
     ):
         self.observation_shape = check_shape(observation_shape)
-        for name, value in dict(num_codes=num_codes, width=width, depth=depth).items():
-            check_positive_int(name, value)
+        check_sizes(num_codes=num_codes, width=width, depth=depth)
         self.mlp = eqx.nn.MLP(
             2 * flat_size(self.observation_shape),
             num_codes,
@@ -195,9 +187,7 @@ class StochasticMuZeroNet(eqx.Module):
 
     def head_to_scalar(self, head: Float[Array, " bins"]) -> Float[Array, ""]:
         """A value, `Q` or reward head's output as the scalar it predicts."""
-        if self.support_size is None:
-            return head[0]
-        return unscale_value(expected_value(jax.nn.softmax(head), self.support_size))
+        return head_scalar(self.support_size, head)
 
     def represent(self, observation: Shaped[Array, "..."]) -> Float[Array, "*embedding"]:
         """The embedding of one observation."""

@@ -11,19 +11,24 @@ import optax
 from jaxtyping import Array, Bool, Float, Int, PyTree, Shaped
 
 from .. import _selfplay
-from .._numerics import third_party_numerics
-from .._trainer import AbstractTrainer, default_optimiser, row_keys, rows_of, zero_metrics
+from .._trainer import default_optimiser
 from .._types import EnvState, PRNGKey
 from .._validate import check_non_negative_number
 from ..envs import AbstractEnv
-from ..envs._mover import mover_reward_and_discount
 from ..search import AbstractSearch
 from ._config import Config
-from ._loss import scale_gradient
-from ._replay import ReplayState, SegmentReplay, Step, Targets
-from ._scaling import scale_value, two_hot
-from ._stochastic import StochasticLearnedModel, stochastic_search_states
+from ._loss import head_loss, scale_gradient
+from ._replay import ReplayState, SegmentReplay, Targets
+from ._stochastic import StochasticLearnedModel
 from ._stochastic_nets import StochasticMuZeroNet, straight_through_code
+from ._trainer import (
+    AbstractMuZeroTrainer,
+    descend,
+    initial_state,
+    learn_in_updates,
+    play_and_store,
+    sample_segments,
+)
 
 
 class StochasticLossParts(eqx.Module):
@@ -42,12 +47,6 @@ class StochasticLossParts(eqx.Module):
     """The encoder's softmax pulled towards its own one-hot code (VQ-VAE's commitment)."""
     policy_entropy: Float[Array, ""]
     count: Float[Array, ""]
-
-
-def _head_loss(support_size: int | None, head: Float[Array, " bins"], target: Float[Array, ""]):
-    if support_size is None:
-        return 0.5 * jnp.square(head[0] - target)
-    return -jnp.sum(two_hot(scale_value(target), support_size) * jax.nn.log_softmax(head))
 
 
 def stochastic_segment_loss(
@@ -89,13 +88,13 @@ def stochastic_segment_loss(
         mask = targets.mask[k].astype(jnp.float32) * weight
         value_mask = targets.value_mask[k].astype(jnp.float32) * weight
         policy_loss += mask * -jnp.sum(targets.policy_target[k] * jax.nn.log_softmax(logits))
-        value_loss += value_mask * _head_loss(support, value_head, targets.value_target[k])
+        value_loss += value_mask * head_loss(support, value_head, targets.value_target[k])
         if k == unroll_steps:
             break
         afterstate = net.afterstate(embedding, targets.actions[k])
         chance_logits, q_head = net.afterstate_prediction(afterstate)
         # Q(s_k, a_k) estimates the same return as step k's value target.
-        q_loss += value_mask * _head_loss(support, q_head, targets.value_target[k])
+        q_loss += value_mask * head_loss(support, q_head, targets.value_target[k])
         code = straight_through_code(code_logits[k])
         one_hot = jax.lax.stop_gradient(code)
         step_weight = targets.mask[k + 1].astype(jnp.float32) / unroll_steps
@@ -105,7 +104,7 @@ def stochastic_segment_loss(
         reward_head, embedding = net.dynamics(afterstate, code)
         embedding = scale_gradient(embedding, 0.5)
         reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
-        reward_loss += reward_weight * _head_loss(support, reward_head, targets.reward_target[k])
+        reward_loss += reward_weight * head_loss(support, reward_head, targets.reward_target[k])
     return (
         policy_loss,
         value_loss_weight * value_loss,
@@ -188,7 +187,7 @@ class StochasticTrainState(_selfplay.AbstractSelfPlayState):
     net_static: Any = eqx.field(static=True)
 
 
-class StochasticMuZero(AbstractTrainer[StochasticTrainState]):
+class StochasticMuZero(AbstractMuZeroTrainer[StochasticTrainState]):
     """Stochastic MuZero training (Antonoglou et al., 2022): self-play with a search through
     chance nodes over the learned model's codes
     ([`azx.muzero.stochastic_search_states`][]), MuZero's replay of trajectory segments,
@@ -296,115 +295,27 @@ class StochasticMuZero(AbstractTrainer[StochasticTrainState]):
             raise ValueError(
                 f"net has {net.num_actions} actions, the environment {self.env.num_actions}"
             )
-        rows, env = self.config.num_envs, self.env
-        env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows))
-        example = Step(
-            observation=jnp.zeros(env.observation_shape, env.observation_dtype),
-            legal_action_mask=jnp.zeros(env.num_actions, bool),
-            action=jnp.int32(0),
-            policy_target=jnp.zeros(env.num_actions, jnp.float32),
-            reward=jnp.float32(0.0),
-            discount=jnp.float32(0.0),
-            root_value=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-        )
-        params, net_static = eqx.partition(net, eqx.is_array)
-        with third_party_numerics():
-            opt_state = self.optimiser.init(params)
-        return StochasticTrainState(
-            params=params,
-            opt_state=opt_state,
-            env_state=env_state,
-            replay=self.replay.init(example, rows),
-            episode_return=jnp.zeros(rows, jnp.float32),
-            episode_length=jnp.zeros(rows, jnp.int32),
-            iteration=jnp.int32(0),
-            metrics=zero_metrics(StochasticMetrics),
-            key=key,
-            net_static=net_static,
-        )
-
-    def _move(self, state: StochasticTrainState, key: PRNGKey, first_row):
-        env, rows = self.env, rows_of(state)
-        search_keys, step_keys, reset_keys = _selfplay.move_keys(key, first_row, rows)
-        out = stochastic_search_states(
-            self.search, state.net, env, state.env_state, key=search_keys
-        )
-        action = _selfplay.random_moves(
-            env,
-            state.env_state,
-            out.action,
-            state.episode_length,
-            reset_keys,
-            opening_moves=self.config.random_opening_moves,
-            probability=self.config.random_move_probability,
-        )
-        next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
-        reward, discount = mover_reward_and_discount(
-            env, state.env_state, next_state, self.search.gamma
-        )
-        terminated = jax.vmap(env.terminated)(next_state)
-        step = Step(
-            observation=jax.vmap(env.observation)(state.env_state),
-            legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
-            action=action,
-            policy_target=out.policy_target,
-            reward=reward,
-            discount=discount,
-            root_value=out.root_value,
-            terminated=terminated,
-            truncated=jax.vmap(env.truncated)(next_state) & ~terminated,
-        )
-        state = eqx.tree_at(lambda s: s.replay, state, self.replay.add(state.replay, step))
-        done = step.terminated | step.truncated
-        return _selfplay.end_move(env, state, next_state, done, reset_keys, out.root_value)
+        return initial_state(self, StochasticTrainState, StochasticMetrics, net, key)
 
     def self_play(self, state: StochasticTrainState, key: PRNGKey) -> StochasticTrainState:
         """`collect_steps` moves with search in every game, stored in the replay."""
-        state = _selfplay.play_moves(self, self._move, state, key, self.config.collect_steps)
-        segments = jnp.sum(self.replay.sampleable(state.replay), dtype=jnp.int32)
-        return eqx.tree_at(
-            lambda s: s.metrics.replay_segments, state, self.sum_over_shards(segments)
-        )
+        return play_and_store(self, state, key)
 
     def _learn(self, state: StochasticTrainState, key: PRNGKey, first_row):
-        per_row = self.config.batch_size // self.config.num_envs
-
-        def sample(row_replay, row_key):
-            return self.replay.sample_row(row_replay, key=row_key, batch_size=per_row)
-
-        targets, observation, valid = _selfplay.sample_by_row(sample, state.replay, key, first_row)
+        targets, observation, valid = sample_segments(self, state, key, first_row)
         weights = dict(
             value_loss_weight=self.config.value_loss_weight,
             reward_loss_weight=self.config.reward_loss_weight,
             chance_loss_weight=self.chance_loss_weight,
             commitment_loss_weight=self.commitment_loss_weight,
         )
-
-        def objective(params):
-            net = eqx.combine(params, state.net_static)
-            parts = stochastic_loss(net, observation, targets, valid, **weights)
-            return parts.loss, parts
-
-        grads, parts = jax.grad(objective, has_aux=True)(state.params)
-        params, opt_state = self.apply_gradients(
-            self.optimiser, state.params, state.opt_state, grads, parts.count
+        return descend(
+            self, state, lambda net: stochastic_loss(net, observation, targets, valid, **weights)
         )
-        state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state))
-        return state, self.sum_over_shards(parts)
 
     def learn(self, state: StochasticTrainState, key: PRNGKey) -> StochasticTrainState:
         """`train_steps` updates on segments from the replay. Sets the loss metrics."""
-        first_row = self.first_row(rows_of(state))
-
-        def update(state, index):
-            return self._learn(state, jax.random.fold_in(key, index), first_row)
-
-        state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
-        return eqx.tree_at(
-            lambda s: s.metrics, state, _selfplay.record_learning(state.metrics, parts)
-        )
+        return learn_in_updates(self, self._learn, state, key)
 
     def step(self, state: StochasticTrainState, key: PRNGKey) -> StochasticTrainState:
         """One training iteration: `self_play`, then `learn`. Pure."""

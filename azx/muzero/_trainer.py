@@ -1,3 +1,5 @@
+import abc
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import equinox as eqx
@@ -22,9 +24,11 @@ from ..envs._mover import mover_reward_and_discount
 from ..search import AbstractSearch
 from ._config import Config
 from ._loss import loss
-from ._model import LearnedModel, Observation, search_observations, search_states
+from ._model import LearnedModel, Observation, search_observations
 from ._nets import ConsistencyHead, MuZeroNet
-from ._replay import ReplayState, SegmentReplay, Step
+from ._replay import ReplayState, SegmentReplay, Step, Targets, blank_step
+from ._stochastic import learned_search_states
+from ._stochastic_nets import StochasticMuZeroNet
 
 
 class Metrics(_selfplay.AbstractSelfPlayMetrics):
@@ -76,7 +80,23 @@ class TrainState(_selfplay.AbstractSelfPlayState):
     net_static: Any = eqx.field(static=True)
 
 
-class MuZero(AbstractTrainer[TrainState]):
+class AbstractMuZeroTrainer(AbstractTrainer[_selfplay.State]):
+    """What MuZero's and Stochastic MuZero's trainers declare for the self-play, replay
+    and learner steps they share (`initial_state`, `play_and_store`, `sample_segments`,
+    `descend`, `learn_in_updates` below): the two differ in the model they learn and its
+    loss, not in how they play, store and draw their games."""
+
+    search: eqx.AbstractVar[AbstractSearch]
+    config: eqx.AbstractVar[Config]
+    replay: eqx.AbstractVar[SegmentReplay]
+
+    @property
+    @abc.abstractmethod
+    def optimiser(self) -> optax.GradientTransformation:
+        """The learner's optimiser."""
+
+
+class MuZero(AbstractMuZeroTrainer[TrainState]):
     """MuZero training: self-play with a search over the learned model, a replay of
     trajectory segments, and a learner on the unrolled model.
 
@@ -170,87 +190,22 @@ class MuZero(AbstractTrainer[TrainState]):
         embedding (weights from `jax.random.split(key)[1]`, a key no iteration uses)."""
         if not isinstance(net, MuZeroNet):
             raise ValueError(f"net must be an azx.muzero.MuZeroNet, got {type(net).__name__}")
-        rows, env = self.config.num_envs, self.env
+        env = self.env
         if self.config.consistency_loss_weight and net.consistency is None:
             observation = jax.ShapeDtypeStruct(env.observation_shape, env.observation_dtype)
             embedding = jax.eval_shape(net.represent, observation)
             head = ConsistencyHead(embedding.shape, key=jax.random.split(key)[1])
             net = eqx.tree_at(lambda n: n.consistency, net, head, is_leaf=lambda x: x is None)
-        env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows))
-        example = Step(
-            observation=jnp.zeros(env.observation_shape, env.observation_dtype),
-            legal_action_mask=jnp.zeros(env.num_actions, bool),
-            action=jnp.int32(0),
-            policy_target=jnp.zeros(env.num_actions, jnp.float32),
-            reward=jnp.float32(0.0),
-            discount=jnp.float32(0.0),
-            root_value=jnp.float32(0.0),
-            terminated=jnp.bool_(False),
-            truncated=jnp.bool_(False),
-        )
-        params, net_static = eqx.partition(net, eqx.is_array)
-        with third_party_numerics():
-            opt_state = self.optimiser.init(params)
-        return TrainState(
-            params=params,
-            opt_state=opt_state,
-            env_state=env_state,
-            replay=self.replay.init(example, rows),
-            episode_return=jnp.zeros(rows, jnp.float32),
-            episode_length=jnp.zeros(rows, jnp.int32),
-            iteration=jnp.int32(0),
-            metrics=zero_metrics(Metrics),
-            key=key,
-            net_static=net_static,
-        )
+        return initial_state(self, TrainState, Metrics, net, key)
 
     def model(self, net: MuZeroNet) -> LearnedModel:
         """The model the search plans with."""
         return LearnedModel(net=net, gamma=self.search.gamma, two_player=self.env.num_players == 2)
 
-    def _move(self, state: TrainState, key: PRNGKey, first_row):
-        env, rows = self.env, rows_of(state)
-        search_keys, step_keys, reset_keys = _selfplay.move_keys(key, first_row, rows)
-        observation = jax.vmap(env.observation)(state.env_state)
-        out = search_states(self.search, state.net, env, state.env_state, key=search_keys)
-        action = _selfplay.random_moves(
-            env,
-            state.env_state,
-            out.action,
-            state.episode_length,
-            reset_keys,
-            opening_moves=self.config.random_opening_moves,
-            probability=self.config.random_move_probability,
-        )
-        next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
-        reward, discount = mover_reward_and_discount(
-            env, state.env_state, next_state, self.search.gamma
-        )
-        terminated = jax.vmap(env.terminated)(next_state)
-        truncated = jax.vmap(env.truncated)(next_state) & ~terminated
-        step = Step(
-            observation=observation,
-            legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
-            action=action,
-            policy_target=out.policy_target,
-            reward=reward,
-            discount=discount,
-            root_value=out.root_value,
-            terminated=terminated,
-            truncated=truncated,
-        )
-        state = eqx.tree_at(lambda s: s.replay, state, self.replay.add(state.replay, step))
-        done = terminated | truncated
-        return _selfplay.end_move(env, state, next_state, done, reset_keys, out.root_value)
-
     def self_play(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`collect_steps` moves with search in every game, stored in the replay; games
         that end are restarted. Sets the self-play fields of `state.metrics`."""
-        state = _selfplay.play_moves(self, self._move, state, key, self.config.collect_steps)
-        segments = jnp.sum(self.replay.sampleable(state.replay), dtype=jnp.int32)
-        return eqx.tree_at(
-            lambda s: s.metrics.replay_segments, state, self.sum_over_shards(segments)
-        )
+        return play_and_store(self, state, key)
 
     def reanalyse(self, state: TrainState, key: PRNGKey) -> TrainState:
         """MuZero Reanalyse: `config.reanalyse_steps` stored steps of every game row, drawn
@@ -302,11 +257,7 @@ class MuZero(AbstractTrainer[TrainState]):
     def _learn(self, state: TrainState, key: PRNGKey, first_row):
         rows = rows_of(state)
         per_row = self.config.batch_size // self.config.num_envs
-
-        def sample(row_replay, row_key):
-            return self.replay.sample_row(row_replay, key=row_key, batch_size=per_row)
-
-        targets, observation, valid = _selfplay.sample_by_row(sample, state.replay, key, first_row)
+        targets, observation, valid = sample_segments(self, state, key, first_row)
         if self.config.augment_symmetries:
             # Its own key stream, so that runs without augmentation are unchanged.
             draw = SymmetryDraw.make(
@@ -328,9 +279,9 @@ class MuZero(AbstractTrainer[TrainState]):
             )
         config = self.config
 
-        def objective(params):
-            parts = loss(
-                eqx.combine(params, state.net_static),
+        def parts_of(net):
+            return loss(
+                net,
                 observation,
                 targets,
                 valid,
@@ -338,27 +289,13 @@ class MuZero(AbstractTrainer[TrainState]):
                 reward_loss_weight=config.reward_loss_weight,
                 consistency_loss_weight=config.consistency_loss_weight,
             )
-            return parts.loss, parts
 
-        grads, parts = jax.grad(objective, has_aux=True)(state.params)
-        params, opt_state = self.apply_gradients(
-            self.optimiser, state.params, state.opt_state, grads, parts.count
-        )
-        state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state))
-        return state, self.sum_over_shards(parts)
+        return descend(self, state, parts_of)
 
     def learn(self, state: TrainState, key: PRNGKey) -> TrainState:
         """`train_steps` updates on segments from the replay (each skipped while no
         segment is complete). Sets the loss fields of `state.metrics`."""
-        first_row = self.first_row(rows_of(state))
-
-        def update(state, index):
-            return self._learn(state, jax.random.fold_in(key, index), first_row)
-
-        state, parts = jax.lax.scan(update, state, jnp.arange(self.config.train_steps))
-        return eqx.tree_at(
-            lambda s: s.metrics, state, _selfplay.record_learning(state.metrics, parts)
-        )
+        return learn_in_updates(self, self._learn, state, key)
 
     def step(self, state: TrainState, key: PRNGKey) -> TrainState:
         """One training iteration: `self_play`, `reanalyse` (when switched on), then
@@ -368,3 +305,133 @@ class MuZero(AbstractTrainer[TrainState]):
         state = self.reanalyse(state, jax.random.fold_in(key, 2))
         state = self.learn(state, learn_key)
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
+
+
+def initial_state(
+    trainer: AbstractMuZeroTrainer,
+    state_type: type[_selfplay.State],
+    metrics_type: type[_selfplay.AbstractSelfPlayMetrics],
+    net: MuZeroNet | StochasticMuZeroNet,
+    key: PRNGKey,
+) -> _selfplay.State:
+    """A `state_type` before training: `net` as given, fresh games (from `fold_in(key,
+    0)`), an empty replay of `trainer`'s, zero metrics of `metrics_type`."""
+    rows, env = trainer.config.num_envs, trainer.env
+    env_state = jax.vmap(env.init)(row_keys(jax.random.fold_in(key, 0), jnp.int32(0), rows))
+    params, net_static = eqx.partition(net, eqx.is_array)
+    with third_party_numerics():
+        opt_state = trainer.optimiser.init(params)
+    return state_type(
+        params=params,
+        opt_state=opt_state,
+        env_state=env_state,
+        replay=trainer.replay.init(blank_step(env), rows),
+        episode_return=jnp.zeros(rows, jnp.float32),
+        episode_length=jnp.zeros(rows, jnp.int32),
+        iteration=jnp.int32(0),
+        metrics=zero_metrics(metrics_type),
+        key=key,
+        net_static=net_static,
+    )
+
+
+def play_and_store(
+    trainer: AbstractMuZeroTrainer, state: _selfplay.State, key: PRNGKey
+) -> _selfplay.State:
+    """`trainer.config.collect_steps` self-play moves in every game, each chosen by a fresh
+    search over the learned model of `state.net` (its kind by its type:
+    `learned_search_states`) and stored in the replay; games that end restart. Sets the
+    self-play fields of `state.metrics`, `replay_segments` with them."""
+    env, config, search, replay = trainer.env, trainer.config, trainer.search, trainer.replay
+
+    def move(state, key, first_row):
+        search_keys, step_keys, reset_keys = _selfplay.move_keys(key, first_row, rows_of(state))
+        observation = jax.vmap(env.observation)(state.env_state)
+        out = learned_search_states(search, state.net, env, state.env_state, key=search_keys)
+        action = _selfplay.random_moves(
+            env,
+            state.env_state,
+            out.action,
+            state.episode_length,
+            reset_keys,
+            opening_moves=config.random_opening_moves,
+            probability=config.random_move_probability,
+        )
+        next_state = jax.vmap(env.step)(state.env_state, action, step_keys)
+        reward, discount = mover_reward_and_discount(env, state.env_state, next_state, search.gamma)
+        terminated = jax.vmap(env.terminated)(next_state)
+        truncated = jax.vmap(env.truncated)(next_state) & ~terminated
+        step = Step(
+            observation=observation,
+            legal_action_mask=jax.vmap(env.legal_action_mask)(state.env_state),
+            action=action,
+            policy_target=out.policy_target,
+            reward=reward,
+            discount=discount,
+            root_value=out.root_value,
+            terminated=terminated,
+            truncated=truncated,
+        )
+        state = eqx.tree_at(lambda s: s.replay, state, replay.add(state.replay, step))
+        done = terminated | truncated
+        return _selfplay.end_move(env, state, next_state, done, reset_keys, out.root_value)
+
+    state = _selfplay.play_moves(trainer, move, state, key, config.collect_steps)
+    segments = jnp.sum(replay.sampleable(state.replay), dtype=jnp.int32)
+    return eqx.tree_at(
+        lambda s: s.metrics.replay_segments, state, trainer.sum_over_shards(segments)
+    )
+
+
+def sample_segments(
+    trainer: AbstractMuZeroTrainer,
+    state: _selfplay.State,
+    key: PRNGKey,
+    first_row: Int[Array, ""],
+) -> tuple[Targets, Array, Array]:
+    """One learner update's minibatch of `trainer.config.batch_size` segments, as many from
+    every game row (`_selfplay.sample_by_row`): their targets, first observations, and
+    which are real."""
+    per_row = trainer.config.batch_size // trainer.config.num_envs
+
+    def sample(row_replay, row_key):
+        return trainer.replay.sample_row(row_replay, key=row_key, batch_size=per_row)
+
+    return _selfplay.sample_by_row(sample, state.replay, key, first_row)
+
+
+def learn_in_updates(
+    trainer: AbstractMuZeroTrainer,
+    update: Callable[[_selfplay.State, PRNGKey, Int[Array, ""]], tuple[_selfplay.State, Any]],
+    state: _selfplay.State,
+    key: PRNGKey,
+) -> _selfplay.State:
+    """`trainer.config.train_steps` learner updates in one `lax.scan`, `update(state, key,
+    first_row) -> (state, loss parts)` each under `fold_in(key, index)`; the loss fields
+    of `state.metrics` set from their parts (`_selfplay.record_learning`)."""
+    first_row = trainer.first_row(rows_of(state))
+
+    def one(state, index):
+        return update(state, jax.random.fold_in(key, index), first_row)
+
+    state, parts = jax.lax.scan(one, state, jnp.arange(trainer.config.train_steps))
+    return eqx.tree_at(lambda s: s.metrics, state, _selfplay.record_learning(state.metrics, parts))
+
+
+def descend(
+    trainer: AbstractMuZeroTrainer, state: _selfplay.State, parts_of: Callable[[Any], Any]
+) -> tuple[_selfplay.State, Any]:
+    """One gradient step of `trainer`'s optimiser on `parts_of(net).loss` (`parts_of`: a
+    network to its loss parts, sums over a minibatch with their `count`); returns the
+    updated state and the parts summed over shards."""
+
+    def objective(params):
+        parts = parts_of(eqx.combine(params, state.net_static))
+        return parts.loss, parts
+
+    grads, parts = jax.grad(objective, has_aux=True)(state.params)
+    params, opt_state = trainer.apply_gradients(
+        trainer.optimiser, state.params, state.opt_state, grads, parts.count
+    )
+    state = eqx.tree_at(lambda s: (s.params, s.opt_state), state, (params, opt_state))
+    return state, trainer.sum_over_shards(parts)
