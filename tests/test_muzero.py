@@ -3,16 +3,13 @@ the loss against a step-by-step re-computation, the trainer's shapes, sharding-f
 determinism and exact resume through a checkpoint."""
 
 import json
-import os
-import pathlib
-import subprocess
-import sys
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _four_devices import run_script
 
 import azx
 import azx.muzero as mz
@@ -542,18 +539,7 @@ def test_breakout_preset_builds_and_trains_an_iteration():
 
 @pytest.mark.slow
 def test_four_devices_train_like_one():
-    here = pathlib.Path(__file__).parent
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    result = subprocess.run(
-        [sys.executable, str(here / "_muzero_sharded_run.py")],
-        cwd=here,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "MUZERO SHARDED OK" in result.stdout
+    assert "MUZERO SHARDED OK" in run_script("_muzero_sharded_run.py")
 
 
 @pytest.mark.slow

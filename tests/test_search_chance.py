@@ -10,7 +10,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _tiers import slow_repeats
-from jaxtyping import Array, Bool, Float, Int
 
 import azx
 from azx.envs import AbstractChanceEnv
@@ -428,79 +427,3 @@ def test_alphazero_reuses_trees_along_the_outcome_that_happened():
     # Eight simulations spread over four moves and their tiles (a root counts its own
     # evaluation too): some rows keep a subtree, each smaller than a whole search's.
     assert np.any(root_visits > 0) and np.all(root_visits < 9)
-
-
-# test_stochastic_muzero's game: azx.envs.DiceRace's rules with the observation (squares,
-# moves taken) that its exact learned model reads.
-class RaceState(eqx.Module):
-    position: Int[Array, ""]
-    moves: Int[Array, ""]
-    rewards: Float[Array, "1"]
-    terminated: Bool[Array, ""]
-
-
-class RaceAfterstate(eqx.Module):
-    state: RaceState
-    action: Int[Array, ""]
-
-
-class DiceRace(AbstractChanceEnv):
-    """A one-player race to square `goal` in `moves` moves: walk one square, or roll a die
-    that moves 0, 2 or 4 squares with probabilities 1/2, 1/4, 1/4. Reaching the goal pays
-    1; running out of moves pays nothing. Small enough to solve by expectimax."""
-
-    name = "dice_race"
-
-    goal: int = eqx.field(static=True)
-    moves: int = eqx.field(static=True)
-    num_actions: int = eqx.field(static=True, default=2)
-    num_players: int = eqx.field(static=True, default=1)
-    num_outcomes: int = eqx.field(static=True, default=3)
-    observation_shape: tuple[int, ...] = eqx.field(static=True, default=(2,))
-    observation_dtype: jnp.dtype = eqx.field(static=True, default=jnp.dtype(jnp.float32))
-
-    def init(self, key):
-        del key
-        return RaceState(jnp.int32(0), jnp.int32(0), jnp.zeros(1), jnp.bool_(False))
-
-    def afterstate(self, state, action):
-        return RaceAfterstate(state, jnp.asarray(action, jnp.int32))
-
-    def has_chance(self, afterstate):
-        return afterstate.action == 1
-
-    def chance_probabilities(self, afterstate):
-        roll = jnp.asarray(ROLL_PROBABILITIES, jnp.float32)
-        walk = jnp.asarray([1.0, 0.0, 0.0], jnp.float32)
-        return jnp.where(self.has_chance(afterstate), roll, walk)
-
-    def apply_outcome(self, afterstate, outcome):
-        state = afterstate.state
-        advance = jnp.where(afterstate.action == 1, jnp.asarray(ROLL)[outcome], 1)
-        position = jnp.where(state.terminated, state.position, state.position + advance)
-        moves = jnp.where(state.terminated, state.moves, state.moves + 1)
-        won = (position >= self.goal) & ~state.terminated
-        reward = jnp.where(won, 1.0, 0.0)[None].astype(jnp.float32)
-        return RaceState(position, moves, reward, state.terminated | won | (moves >= self.moves))
-
-    def step(self, state, action, key):
-        after = self.afterstate(state, action)
-        return self.apply_outcome(after, self.sample_outcome(after, key))
-
-    def observation(self, state):
-        return jnp.stack([state.position, state.moves]).astype(jnp.float32)
-
-    def legal_action_mask(self, state):
-        return jnp.ones(2, bool)
-
-    def rewards(self, state):
-        return state.rewards
-
-    def terminated(self, state):
-        return state.terminated
-
-    def truncated(self, state):
-        return jnp.bool_(False)
-
-    def current_player(self, state):
-        return jnp.int32(0)

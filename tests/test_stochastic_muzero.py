@@ -2,18 +2,14 @@
 mctx's stochastic policy on the same model, and a model made exact (the dice game itself)
 against the search over the true chance model and exact expectimax values."""
 
-import os
-import pathlib
-import subprocess
-import sys
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from _four_devices import run_script
 from _tiers import slow_repeats
-from test_search_chance import DiceRace, RaceState, exact_q
+from test_search_chance import exact_q, race_states
 
 import azx
 import azx.muzero as mz
@@ -134,7 +130,7 @@ def test_native_puct_over_the_learned_model_agrees_with_mctx_stochastic_policy(s
     assert np.all(legal[np.arange(BATCH), np.asarray(out.action)])
 
 
-GAME = DiceRace(goal=5, moves=4)
+GAME = azx.envs.DiceRace(goal=5, moves=4)
 ROLL = jnp.asarray((0, 2, 4))
 LOG_ROLL = jnp.log(jnp.asarray((0.5, 0.25, 0.25)))
 WALK = jnp.asarray([0.0, ILLEGAL_LOGIT, ILLEGAL_LOGIT])
@@ -156,12 +152,18 @@ def _exact_value(position, moves):
     return VALUES[position.astype(jnp.int32), moves.astype(jnp.int32)]
 
 
+def _squares_and_moves(observation):
+    """The position and the moves taken that the game's thermometer codes count."""
+    squares, moves = jnp.split(observation, [GAME.goal])
+    return squares.sum(), moves.sum()
+
+
 # The "learned" networks made the game itself, written from its rules: an embedding is
 # (position, moves taken, action into the afterstate); a position past the goal or out
 # of moves is absorbing, with reward 0 and value 0.
 class _Represent(eqx.Module):
     def __call__(self, observation):
-        return jnp.concatenate([observation, jnp.zeros(1)])
+        return jnp.stack([*_squares_and_moves(observation), jnp.float32(0.0)])
 
 
 class _Predict(eqx.Module):
@@ -212,7 +214,7 @@ def _exact_net():
 
 
 def _exact_policy_value_net(observation):
-    return jnp.zeros(2), _exact_value(observation[0], observation[1])
+    return jnp.zeros(2), _exact_value(*_squares_and_moves(observation))
 
 
 def _positions():
@@ -225,10 +227,7 @@ def _positions():
             if abs(q[0] - q[1]) >= 0.05:
                 rows.append((position, moves, int(np.argmax(q)), abs(q[0] - q[1])))
     position, moves, best, margin = (np.asarray(x) for x in zip(*rows, strict=True))
-    state = jax.vmap(lambda p, m: RaceState(p, m, jnp.zeros(1), jnp.bool_(False)))(
-        jnp.asarray(position, jnp.int32), jnp.asarray(moves, jnp.int32)
-    )
-    return state, best, margin
+    return race_states(GAME, position, moves), best, margin
 
 
 @eqx.filter_jit
@@ -329,10 +328,8 @@ def test_training_on_the_dice_game_runs_and_learns_every_part():
 
 
 def test_the_dice_game_solution_is_the_reference_solvers():
-    # azx.envs.DiceRace's exact Q against the reference game's recursion above (the same
-    # rules; its observation differs).
-    env = azx.envs.DiceRace(goal=5, moves=4)
-    q = azx.envs.dice_race_q(env)
+    # azx.envs.dice_race_q against test_search_chance's recursion, written from the rules.
+    q = azx.envs.dice_race_q(GAME)
     for position in range(5):
         for moves in range(4):
             for action in (0, 1):
@@ -388,10 +385,7 @@ def _judge_dice_race(env, net, search):
     margin = np.abs(q[position, moves, 0] - q[position, moves, 1])
     best = q[position, moves].argmax(-1)
     matters = margin >= 0.01
-    state_of = azx.envs._dice.DiceRaceState
-    states = jax.vmap(lambda p, m: state_of(p, m, jnp.zeros(1), jnp.bool_(False)))(
-        jnp.asarray(position[matters], jnp.int32), jnp.asarray(moves[matters], jnp.int32)
-    )
+    states = race_states(env, position[matters], moves[matters])
     keys = jax.random.split(jax.random.key(0), int(matters.sum()))
     action = eqx.filter_jit(mz.stochastic_search_states)(search, net, env, states, key=keys).action
     return float(np.mean(np.asarray(action) == best[matters])), float(np.mean(best[matters] == 1))
@@ -414,15 +408,4 @@ def test_the_dice_preset_searches_for_best_moves(tmp_path):
 
 @pytest.mark.slow
 def test_four_devices_train_like_one():
-    here = pathlib.Path(__file__).parent
-    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
-    result = subprocess.run(
-        [sys.executable, str(here / "_stochastic_sharded_run.py")],
-        cwd=here,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "STOCHASTIC MUZERO SHARDED OK" in result.stdout
+    assert "STOCHASTIC MUZERO SHARDED OK" in run_script("_muzero_sharded_run.py", "stochastic")
