@@ -7,8 +7,7 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,10 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's files are private (0600)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's files are private (0600)
         with os.fdopen(handle, "w") as file:
             file.write(text)
             file.flush()
@@ -45,12 +46,6 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def check_writable(path: Path, argument: str, *, file: bool = False) -> None:
@@ -382,16 +377,12 @@ def check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
         raise RunError(f"{out} is not empty and holds no azx run; choose another `out`")
 
 
-@contextmanager
-def open_checkpoints(out: Path, keep_period: int | None = None) -> Iterator[Checkpointer]:
+def open_checkpoints(out: Path, keep_period: int | None = None) -> closing[Checkpointer]:
+    """The checkpoints of the run in `out`, closed at the end of a `with` block."""
     directory = out / CHECKPOINT_DIR
     if directory.exists() and not directory.is_dir():
         raise RunError(f"{directory} should hold the run's checkpoints but is a file")
-    manager = Checkpointer(directory, keep_period=keep_period)
-    try:
-        yield manager
-    finally:
-        manager.close()
+    return closing(Checkpointer(directory, keep_period=keep_period))
 
 
 def build(preset: presets.Preset, seeds: list[int], *, vmap: bool = False):
