@@ -127,10 +127,10 @@ _NOT_TRAINING = {"name", "description", "iterations", "log_every"}
 def _training_differences(saved: dict[str, Any], config: dict[str, Any]) -> str:
     """What of the training differs between the configurations `saved` and `config`."""
 
-    def identity(config: dict[str, Any]) -> dict[str, Any]:
-        preset = config["preset"].items()
+    def identity(one: dict[str, Any]) -> dict[str, Any]:
+        preset = one["preset"].items()
         preset = {k: v for k, v in preset if k not in _NOT_TRAINING and not k.startswith("eval_")}
-        return {"seed": config["seed"], "seeds": config.get("seeds", 1), **preset}
+        return {"seed": one["seed"], "seeds": one.get("seeds", 1), **preset}
 
     return "; ".join(_differences(identity(saved), identity(config)))
 
