@@ -15,7 +15,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
+from jax.experimental import multihost_utils
 
 from ._errors import RunError, one_line
 
@@ -84,39 +86,27 @@ def join(
     **Raises:** `RunError` for settings that cannot work (given in part, a malformed
     address, a process id out of range, a port in use).
     """
-    settings = {
-        "coordinator": coordinator,
-        "num_processes": num_processes,
-        "process_id": process_id,
-    }
-    given = [name for name, value in settings.items() if value is not None]
-    if not given:
+    given = {"coordinator": coordinator, "num_processes": num_processes, "process_id": process_id}
+    if all(value is None for value in given.values()):
         tasks = _launched_tasks()
-        if tasks is None:
-            return False
-        _initialize(
-            {},
-            timeout,
-            lambda: (
-                f"the {tasks} processes of this cluster job did not all join within "
-                f"{timeout:g} s (`join_timeout`)"
-            ),
-            on_timeout,
-        )
-        return True
-    if len(given) < len(settings):
-        missing = ", ".join(f"`{name}`" for name in settings if name not in given)
+        if tasks is not None:
+            _initialize(
+                lambda: (
+                    f"the {tasks} processes of this cluster job did not all join within "
+                    f"{timeout:g} s (`join_timeout`)"
+                ),
+                timeout,
+                on_timeout,
+            )
+        return tasks is not None
+    missing = ", ".join(f"`{name}`" for name, value in given.items() if value is None)
+    if missing:
         raise RunError(
             f"`coordinator`, `num_processes` and `process_id` go together; missing {missing}"
         )
     host, port = _checked(coordinator, num_processes, process_id, timeout)
 
     def failure() -> str:
-        everyone = (
-            f"every one of the {num_processes} processes must start with the same "
-            f"`coordinator` and `num_processes`, each with its own `process_id` "
-            f"(0 to {num_processes - 1})"
-        )
         if process_id != 0 and not _reachable(host, port):
             return (
                 f"could not reach the coordinator at {coordinator} within {timeout:g} s "
@@ -125,18 +115,18 @@ def join(
             )
         return (
             f"not all {num_processes} processes joined the coordinator at {coordinator} "
-            f"within {timeout:g} s (`join_timeout`): {everyone}"
+            f"within {timeout:g} s (`join_timeout`): every one of the {num_processes} "
+            "processes must start with the same `coordinator` and `num_processes`, each with "
+            f"its own `process_id` (0 to {num_processes - 1})"
         )
 
     _initialize(
-        {
-            "coordinator_address": coordinator,
-            "num_processes": num_processes,
-            "process_id": process_id,
-        },
-        timeout,
         failure,
+        timeout,
         on_timeout,
+        coordinator_address=coordinator,
+        num_processes=num_processes,
+        process_id=process_id,
     )
     return True
 
@@ -161,9 +151,7 @@ def _checked(coordinator: str, num_processes: int, process_id: int, timeout: flo
     return host, port
 
 
-def _initialize(settings, timeout: float, failure, on_timeout) -> None:
-    import jax
-
+def _initialize(failure, timeout: float, on_timeout, **settings) -> None:
     joined = threading.Event()
 
     def watch():
@@ -182,12 +170,8 @@ def _initialize(settings, timeout: float, failure, on_timeout) -> None:
 def same_everywhere(settings: dict[str, Any]) -> None:
     """With several processes: refuse to train unless every process was given the same
     settings (each builds the same initial state from them)."""
-    import jax
-
     if jax.process_count() == 1:
         return
-    from jax.experimental import multihost_utils
-
     digest = hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).digest()
     mine = np.frombuffer(digest[:16], np.int32)
     every = np.asarray(multihost_utils.process_allgather(mine)).reshape(-1, mine.size)
@@ -202,23 +186,15 @@ def same_everywhere(settings: dict[str, Any]) -> None:
 
 def sync(name: str) -> None:
     """Wait until every process gets here (nothing to wait for with one process)."""
-    import jax
-
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
         multihost_utils.sync_global_devices(name)
 
 
 def agree(interrupted: bool, save_due: bool) -> tuple[bool, bool]:
     """With several processes, one decision for all: stop if any process was interrupted,
     save on time when process 0's clock says so."""
-    import jax
-
     if jax.process_count() == 1:
         return interrupted, save_due
-    from jax.experimental import multihost_utils
-
-    flags = np.asarray(multihost_utils.process_allgather(np.array([interrupted, save_due])))
-    flags = flags.reshape(-1, 2)
+    flags = multihost_utils.process_allgather(np.array([interrupted, save_due]))
+    flags = np.asarray(flags).reshape(-1, 2)
     return bool(flags[:, 0].any()), bool(flags[0, 1])

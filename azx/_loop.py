@@ -145,28 +145,21 @@ class _Reporter:
     training, evaluating, saving) on a terminal; plain lines otherwise."""
 
     def __init__(self, total: int, start: int, quiet: bool = False):
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
+        from rich import console, progress as bar
 
         self.total = total
         self.kind = ""
         self.last_line = time.perf_counter()
-        self.console = Console(stderr=True, quiet=quiet)
+        self.console = console.Console(stderr=True, quiet=quiet)
         self.interactive = self.console.is_terminal
-        self.progress = Progress(
-            TextColumn("[bold]train"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            TextColumn("eta {task.fields[eta]}"),
-            TextColumn("{task.fields[info]}"),
-            TextColumn("[cyan]{task.fields[phase]}"),
+        self.progress = bar.Progress(
+            bar.TextColumn("[bold]train"),
+            bar.BarColumn(),
+            bar.MofNCompleteColumn(),
+            bar.TimeElapsedColumn(),
+            bar.TextColumn("eta {task.fields[eta]}"),
+            bar.TextColumn("{task.fields[info]}"),
+            bar.TextColumn("[cyan]{task.fields[phase]}"),
             console=self.console,
             transient=False,
         )
@@ -284,13 +277,8 @@ def train(
     log = (log,) if isinstance(log, str) else tuple(log)
     check_trackers(log)
     directories = seed_directories(out, config)
-    stacked = len(directories) > 1
-    vmap_seeds = stacked and chosen.vmaps_seeds()
-    trainer, state = (
-        build_seeds(chosen, list(directories), vmap=vmap_seeds)
-        if stacked
-        else build(chosen, config["seed"])
-    )
+    vmap_seeds = len(directories) > 1 and chosen.vmaps_seeds()
+    trainer, state = build(chosen, list(directories), vmap=vmap_seeds)
     try:
         evaluator(chosen.recipe, trainer.env).check_training()
     except (ValueError, ImportError) as error:  # ImportError: an optional package
@@ -308,39 +296,23 @@ def train(
         state = training.run(state, elapsed_before=elapsed_before, quiet=quiet)
     if mesh is not None:
         state = parallel.gather(state)
-    return _trained(chosen, trainer, state, members)
-
-
-def _trained(chosen: presets.Preset, trainer, state, members: list["_Member"]):
-    """The trained run (a list of each seed's, for several seeds)."""
-    stacked = len(members) > 1
     runs = [
-        Run(
-            directory=member.out,
-            preset=chosen,
-            seed=member.seed,
-            iteration=int(state.iteration[index] if stacked else state.iteration),
-            env=trainer.env,
-            trainer=trainer,
-            state=presets.take_seed(state, index) if stacked else state,
-        )
-        for index, member in enumerate(members)
+        Run(member.out, chosen, member.seed, int(part.iteration), trainer.env, trainer, part)
+        for member, part in zip(members, _seeds_of(state, len(members)))
     ]
-    return runs if stacked else runs[0]
+    return runs if len(runs) > 1 else runs[0]
+
+
+def _seeds_of(tree, count: int) -> list:
+    """Each of `count` seeds' part of `tree` (a state or a history, stacked where `count`
+    > 1)."""
+    return [presets.take_seed(tree, index) for index in range(count)] if count > 1 else [tree]
 
 
 def check_seeds(seeds: int) -> None:
     """`RunError` unless `seeds` is a positive int."""
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise RunError(f"`seeds` must be a positive number of seeds, got {seeds!r}")
-
-
-def build_seeds(preset: presets.Preset, seeds: list[int], *, vmap: bool):
-    """[`build`][azx._rundir.build] for several seeds stacked."""
-    try:
-        return preset.build_seeds(seeds, vmap=vmap)
-    except (ValueError, TypeError, KeyError, ImportError) as error:
-        raise RunError(f"preset {preset.name!r}: {one_line(error)}") from None
 
 
 def _changed(chosen: presets.Preset, env: str | None, settings) -> presets.Preset:
@@ -426,9 +398,15 @@ def _write_start(out: Path, config, records, iteration: int, resume: bool) -> No
     if main:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / CONFIG_FILE, config)
-    if resume:
+    if resume:  # checkpoints newer than the one resumed from could not be read: kept aside
         with open_checkpoints(out) as checkpoints:  # (orbax opens it in every process at once)
-            _set_aside_newer(checkpoints, iteration)
+            for step in [step for step in checkpoints.all_steps() if step > iteration]:
+                warnings.warn(
+                    f"moved the unreadable checkpoint {step} to {checkpoints.set_aside(step)}; "
+                    f"training continues from iteration {iteration}",
+                    DamagedCheckpointWarning,
+                    stacklevel=2,
+                )
     if main:
         write_atomic(out / METRICS_FILE, "".join(json.dumps(r) + "\n" for r in records))
 
@@ -442,7 +420,7 @@ def _prepare(out: Path, config, directories: dict[int, Path], state, resume: boo
     stacked = len(directories) > 1
     if mesh is not None and not stacked:
         state = parallel.shard_state(state, mesh)
-    parts = [presets.take_seed(state, i) for i in range(len(directories))] if stacked else [state]
+    parts = _seeds_of(state, len(directories))
     restored = [(part, [], 0.0) for part in parts]
     if resume:
         restored = [_restore(d, part) for d, part in zip(directories.values(), parts)]
@@ -461,12 +439,11 @@ def _prepare(out: Path, config, directories: dict[int, Path], state, resume: boo
         own = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
         _write_start(directory, own if stacked else config, records, int(part.iteration), resume)
     sync(f"azx: {out} prepared")
-    if not stacked:
-        return restored[0][0], [restored[0][1]], restored[0][2]
-    state = presets.stack_seeds([part for part, _, _ in restored])
-    if mesh is not None:
+    states, records, elapsed = zip(*restored)
+    state = presets.stack_seeds(states) if stacked else states[0]
+    if mesh is not None and stacked:
         state = parallel.shard_state(state, mesh, seeds=True)
-    return state, [records for _, records, _ in restored], restored[0][2]
+    return state, list(records), elapsed[0]
 
 
 def _mesh(trainer):
@@ -482,34 +459,16 @@ def _mesh(trainer):
     return mesh
 
 
-def _set_aside_newer(checkpoints, iteration: int) -> None:
-    """Checkpoints newer than the one resumed from could not be read: move them out of
-    the way of the new ones (kept, not deleted)."""
-    for step in checkpoints.all_steps():
-        if step > iteration:
-            moved = checkpoints.set_aside(step)
-            warnings.warn(
-                f"moved the unreadable checkpoint {step} to {moved}; training continues from "
-                f"iteration {iteration}",
-                DamagedCheckpointWarning,
-                stacklevel=3,
-            )
-
-
 @dataclasses.dataclass
 class _Member:
     """One seed's run directory in a training: its metrics records, checkpoints and
-    trackers, and its evaluations' key stream."""
+    trackers."""
 
     out: Path
     seed: int
     records: list[dict[str, Any]]
     checkpoints: Any
     trackers: list
-
-    @property
-    def eval_key(self):
-        return jax.random.fold_in(jax.random.key(self.seed), _EVAL_STREAM)
 
     @classmethod
     def open(cls, stack, out: Path, seed: int, records, eval_every: int, log, config):
@@ -555,11 +514,8 @@ class _Training:
         """The iterations `state` has trained (every seed's: they train together)."""
         return int(state.iteration[0] if self.stacked else state.iteration)
 
-    def each(self, tree):
-        """Each member's part of `tree` (a state or a history)."""
-        if not self.stacked:
-            return [tree]
-        return [presets.take_seed(tree, index) for index in range(len(self.members))]
+    def each(self, tree) -> list:
+        return _seeds_of(tree, len(self.members))
 
     def append(self, member: _Member, record: dict[str, Any]) -> None:
         member.records.append(record)
@@ -572,7 +528,8 @@ class _Training:
     def evaluate(self, member: _Member, state, record: dict[str, Any], report: _Reporter):
         tick = time.perf_counter()
         iteration = record["iteration"]
-        key = jax.random.fold_in(member.eval_key, iteration)
+        key = jax.random.fold_in(jax.random.key(member.seed), _EVAL_STREAM)
+        key = jax.random.fold_in(key, iteration)
         record["eval"] = self.judge.evaluate(self.trainer, state, key=key, phase=report.phase)
         when = f"iteration {iteration}" + (" (untrained)" if iteration == 0 else "")
         if self.stacked:
@@ -670,15 +627,12 @@ class _Training:
         iteration = previous + n
         # Each seed's steps per second (all of them train in the same `seconds`).
         rate = n * trainer.env_steps_per_iteration / seconds
-        records = []
-        for part, part_history in zip(self.each(state), self.each(history)):
-            record = {
-                "iteration": iteration,
-                "env_steps": iteration * trainer.env_steps_per_iteration,
-            }
-            record |= self.recipe.record(trainer, part, part_history, rate)
-            record["elapsed_s"] = self.elapsed()
-            records.append(record)
+        records = [
+            {"iteration": iteration, "env_steps": iteration * trainer.env_steps_per_iteration}
+            | self.recipe.record(trainer, part, part_history, rate)
+            | {"elapsed_s": self.elapsed()}
+            for part, part_history in zip(self.each(state), self.each(history))
+        ]
         finished = iteration >= preset.iterations
         due = finished or previous // preset.eval_every != iteration // preset.eval_every
         if due:

@@ -214,12 +214,10 @@ class Preset(Generic[RecipeT]):
             raise ValueError(f"recipe must be an azx.presets.AbstractRecipe, got {self.recipe!r}")
         config_class = self.recipe.config_class
         if not isinstance(self.config, config_class):
-            raise ValueError(
-                # (the public module: azx.alphazero.Config, not azx.alphazero._config.Config)
-                f"config must be an {config_class.__module__.split('._')[0]}."
-                f"{config_class.__name__} for "
-                f"{self.recipe.name}, got {type(self.config).__name__}"
-            )
+            # (the public module: azx.alphazero.Config, not azx.alphazero._config.Config)
+            public = f"{config_class.__module__.split('._')[0]}.{config_class.__name__}"
+            got = type(self.config).__name__
+            raise ValueError(f"config must be an {public} for {self.recipe.name}, got {got}")
         for name in ("iterations", "eval_every", "log_every"):
             check_positive_int(name, getattr(self, name))
         if self.network not in self.recipe.networks:
@@ -270,8 +268,6 @@ class Preset(Generic[RecipeT]):
                     f"`env` {env!r} is {kind}; preset {self.name!r} trains {wanted} "
                     f"environments ({self.env!r})"
                 )
-            # The description names the environment it trains on (a `description`
-            # setting, made below, still wins).
             data["env"] = env
             data["description"] = f"{env}, {self.name}'s setup"
         for setting in settings:
@@ -409,11 +405,7 @@ def stack_seeds(states: Sequence[Any]) -> Any:
     states = list(states)
     if not states:
         raise ValueError("stack_seeds needs at least one state, got none")
-
-    def stack(*leaves):
-        return jnp.stack(leaves) if eqx.is_array(leaves[0]) else leaves[0]
-
-    return jax.tree.map(stack, *states)
+    return jax.tree.map(lambda *xs: jnp.stack(xs) if eqx.is_array(xs[0]) else xs[0], *states)
 
 
 def take_seed(states: Any, index: int) -> Any:

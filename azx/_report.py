@@ -207,13 +207,20 @@ def describe(record: dict[str, Any]) -> str:
 # ----------------------------------------------------------------------------- pictures
 
 
-def _figure(panels: int, size: tuple, **options):
+def _figure(panels: int, **options):
+    """A figure of `panels` side by side (`options` for `plt.subplots`), each with
+    environment steps along x."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import EngFormatter
 
-    return plt.subplots(1, panels, figsize=size, constrained_layout=True, **options)
+    figure, axes = plt.subplots(1, panels, layout="constrained", squeeze=False, **options)
+    for one in axes[0]:
+        one.set(xlabel="environment steps")
+        one.xaxis.set_major_formatter(EngFormatter(sep=""))  # 15k, not 15000
+    return figure, axes[0]
 
 
 def _save(figure, path: str | os.PathLike) -> None:
@@ -221,12 +228,6 @@ def _save(figure, path: str | os.PathLike) -> None:
 
     figure.savefig(path, dpi=100)
     plt.close(figure)
-
-
-def _steps_formatter(axes) -> None:
-    from matplotlib.ticker import EngFormatter
-
-    axes.xaxis.set_major_formatter(EngFormatter(sep=""))  # 15k, not 15000
 
 
 Interval = tuple[float, float, float]
@@ -262,8 +263,8 @@ def plot_curve(
     evaluated = [(r["env_steps"], points(r["eval"])) for r in records if "eval" in r]
     scored = list(dict.fromkeys(panel for _, by_panel in evaluated for panel in by_panel))
     names = list(dict.fromkeys([panel for panel, _ in lines] + scored))
-    figure, axes = _figure(len(names), (4.4 * len(names) + 0.4, 4.4), squeeze=False, sharex=True)
-    panels = dict(zip(names, axes[0]))
+    figure, axes = _figure(len(names), figsize=(4.4 * len(names) + 0.4, 4.4), sharex=True)
+    panels = dict(zip(names, axes))
     for panel, fields in lines:
         for field in fields:
             kept = [r for r in records if r.get(field) is not None]
@@ -294,8 +295,7 @@ def plot_curve(
         if panel in panels:
             panels[panel].axhline(y, color="grey", linewidth=0.8, linestyle=":", label=label)
     for panel, one in panels.items():
-        one.set(xlabel="environment steps", title=panel)
-        _steps_formatter(one)
+        one.set(title=panel)
         if one.get_legend_handles_labels()[0]:
             one.legend(fontsize="small")
     if records:
@@ -413,10 +413,10 @@ def plot_seeds(
     }
     names = list(next(iter(by_seed.values()))[0][1]) if all(by_seed.values()) else []
     columns = max(len(names), 1)
-    figure, panels = _figure(columns, (4.5 * columns + 1, 4.2), squeeze=False)
+    figure, panels = _figure(columns, figsize=(4.5 * columns + 1, 4.2))
     # The steps every seed has evaluated at (all of them, as the seeds train together).
     common = sorted(set.intersection(*({s for s, _ in points} for points in by_seed.values())))
-    for name, axes in zip(names, panels[0]):
+    for name, axes in zip(names, panels):
         for points in by_seed.values():
             axes.plot([s for s, _ in points], [h[name] for _, h in points], color="tab:blue",
                       alpha=0.3, linewidth=1)  # fmt: skip
@@ -428,8 +428,7 @@ def plot_seeds(
                               label=f"lowest to highest of {len(by_seed)} seeds")  # fmt: skip
             axes.plot(common, table.mean(0), color="tab:blue", linewidth=2.5, label="mean")
             axes.legend(fontsize="small")
-        axes.set(xlabel="environment steps", title=name)
-        _steps_formatter(axes)
+        axes.set(title=name)
     seeds = sorted(runs)
     figure.suptitle(f"{title}: seeds {seeds[0]}-{seeds[-1]}", fontsize="medium")
     _save(figure, path)

@@ -7,14 +7,14 @@ import dataclasses
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
 from . import _version, ppo, presets
 from ._errors import RunError as RunError, one_line
 from ._trainer import AbstractTrainer
+from ._validate import check_positive_int
 from .checkpoint import Checkpointer, DamagedCheckpointError
 from .envs import AbstractEnv
 
@@ -34,8 +34,10 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    umask = os.umask(0)
+    os.umask(umask)
     try:
-        os.chmod(temporary, 0o666 & ~_umask())  # mkstemp's files are private (0600)
+        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's files are private (0600)
         with os.fdopen(handle, "w") as file:
             file.write(text)
             file.flush()
@@ -44,12 +46,6 @@ def write_atomic(path: str | os.PathLike, text: str) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def check_writable(path: Path, argument: str, *, file: bool = False) -> None:
@@ -128,13 +124,15 @@ def seed_directories(out: Path, config: dict[str, Any]) -> dict[int, Path]:
 _NOT_TRAINING = {"name", "description", "iterations", "log_every"}
 
 
-def _training_identity(config: dict[str, Any]) -> dict[str, Any]:
-    preset = {
-        k: v
-        for k, v in config["preset"].items()
-        if k not in _NOT_TRAINING and not k.startswith("eval_")
-    }
-    return {"seed": config["seed"], "seeds": config.get("seeds", 1), **preset}
+def _training_differences(saved: dict[str, Any], config: dict[str, Any]) -> str:
+    """What of the training differs between the configurations `saved` and `config`."""
+
+    def identity(one: dict[str, Any]) -> dict[str, Any]:
+        preset = one["preset"].items()
+        preset = {k: v for k, v in preset if k not in _NOT_TRAINING and not k.startswith("eval_")}
+        return {"seed": one["seed"], "seeds": one.get("seeds", 1), **preset}
+
+    return "; ".join(_differences(identity(saved), identity(config)))
 
 
 def _differences(a: dict[str, Any], b: dict[str, Any], prefix: str = "") -> list[str]:
@@ -159,9 +157,7 @@ def _load_config(directory: Path) -> dict[str, Any]:
         seed = config["seed"]
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
-        seeds = config.get("seeds", 1)
-        if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-            raise TypeError(f"seeds must be a positive int, got {seeds!r}")
+        check_positive_int("seeds", config.get("seeds", 1))
         presets.from_dict(config["preset"])
         return config
     except KeyError as error:
@@ -278,17 +274,9 @@ def load_run(directory: str | os.PathLike, *, step: int | None = None) -> Run:
     preset = presets.from_dict(config["preset"])
     if _latest_step(directory) is None:
         raise RunError(f"{directory} has no checkpoint yet")
-    trainer, like = build(preset, config["seed"])
+    trainer, like = build(preset, [config["seed"]])
     state, _ = restore(directory, like, step)
-    return Run(
-        directory=directory,
-        preset=preset,
-        seed=config["seed"],
-        iteration=int(state.iteration),
-        env=trainer.env,
-        trainer=trainer,
-        state=state,
-    )
+    return Run(directory, preset, config["seed"], int(state.iteration), trainer.env, trainer, state)
 
 
 def read_preset(directory: str | os.PathLike) -> presets.Preset:
@@ -303,11 +291,9 @@ def load_runs(directory: str | os.PathLike, *, step: int | None = None) -> list[
 
     **Raises:** [`azx.run.RunError`][] as [`azx.load_run`][] does, for any of them.
     """
-    directory = Path(directory)
-    config = _load_config(directory)
-    if config.get("seeds", 1) == 1:
-        return [load_run(directory, step=step)]
-    return [load_run(path, step=step) for path in seed_directories(directory, config).values()]
+    config = _load_config(Path(directory))
+    directories = seed_directories(Path(directory), config).values()
+    return [load_run(path, step=step) for path in directories]
 
 
 def _latest_step(out: Path) -> int | None:
@@ -363,11 +349,10 @@ def resumable_config(out: Path, explicit: dict[str, Any]) -> dict[str, Any]:
 def check_same_training(out: Path, saved: dict[str, Any], config: dict[str, Any], what: str):
     """`RunError` naming `what` where `config` would train otherwise than the run in `out`,
     configured by `saved`, was trained (only its length and evaluations may differ)."""
-    differences = _differences(_training_identity(saved), _training_identity(config))
+    differences = _training_differences(saved, config)
     if differences:
         raise RunError(
-            f"`resume` continues {out} as configured; `{what}` would change "
-            f"{'; '.join(differences)}"
+            f"`resume` continues {out} as configured; `{what}` would change {differences}"
         )
 
 
@@ -375,10 +360,10 @@ def check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
     """Refuse to start `config` in `out` if that would overwrite or mix with a saved run."""
     if (out / CONFIG_FILE).exists():
         saved = _load_config(out)
-        differences = _differences(_training_identity(saved), _training_identity(config))
+        differences = _training_differences(saved, config)
         if differences:
             raise RunError(
-                f"{out} holds a run with a different configuration ({'; '.join(differences)}); "
+                f"{out} holds a run with a different configuration ({differences}); "
                 "choose another `out`, or `resume` to continue that run"
             )
         for directory in seed_directories(out, saved).values():
@@ -392,22 +377,21 @@ def check_fresh_directory(out: Path, config: dict[str, Any]) -> None:
         raise RunError(f"{out} is not empty and holds no azx run; choose another `out`")
 
 
-@contextmanager
-def open_checkpoints(out: Path, keep_period: int | None = None) -> Iterator[Checkpointer]:
+def open_checkpoints(out: Path, keep_period: int | None = None) -> closing[Checkpointer]:
+    """The checkpoints of the run in `out`, closed at the end of a `with` block."""
     directory = out / CHECKPOINT_DIR
     if directory.exists() and not directory.is_dir():
         raise RunError(f"{directory} should hold the run's checkpoints but is a file")
-    manager = Checkpointer(directory, keep_period=keep_period)
-    try:
-        yield manager
-    finally:
-        manager.close()
+    return closing(Checkpointer(directory, keep_period=keep_period))
 
 
-def build(preset: presets.Preset, seed: int):
-    """The preset's trainer and initial state; a preset that cannot be built here (an
+def build(preset: presets.Preset, seeds: list[int], *, vmap: bool = False):
+    """The preset's trainer and the initial state of one seed (of several: stacked, see
+    [`azx.presets.Preset.build_seeds`][]); a preset that cannot be built here (an
     environment whose package is missing, say) is a `RunError`."""
     try:
-        return preset.build(seed=seed)
+        if len(seeds) == 1:
+            return preset.build(seed=seeds[0])
+        return preset.build_seeds(seeds, vmap=vmap)
     except (ValueError, TypeError, KeyError, ImportError) as error:
         raise RunError(f"preset {preset.name!r}: {one_line(error)}") from None

@@ -39,12 +39,8 @@ from .muzero._recipe import (
 from .ppo._recipe import PRESETS as _PPO, PPORecipe as PPORecipe
 
 
-RECIPES.update(
-    {
-        recipe.name: recipe
-        for recipe in (AlphaZeroRecipe, PPORecipe, MuZeroRecipe, StochasticMuZeroRecipe)
-    }
-)
+for _recipe in (AlphaZeroRecipe, PPORecipe, MuZeroRecipe, StochasticMuZeroRecipe):
+    RECIPES[_recipe.name] = _recipe
 _BUILT_IN_RECIPES = frozenset(RECIPES)
 _PRESETS: dict[str, Preset] = {preset.name: preset for preset in (*_ALPHAZERO, *_PPO, *_MUZERO)}
 _BUILT_IN = frozenset(_PRESETS)

@@ -22,9 +22,7 @@ A run directory holds
     result = run.play_episodes(100, key=jax.random.key(0))   # an azx.ppo.EvaluationResult
 
 The code lives in private modules: `azx._rundir` (files, configuration, `load_run`),
-`azx._loop` (the training loop), `azx._report` (evaluation records and pictures),
-`azx._recipes` (what differs between algorithms: each preset's recipe) and
-`azx._evaluators` (how a run is judged: by what its agent and environment are).
+`azx._loop` (the training loop) and `azx._report` (evaluation records and pictures).
 """
 
 from ._loop import (
