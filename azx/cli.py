@@ -360,9 +360,8 @@ _EVAL = (
         "record",
         Path,
         "Write each game the evaluation counts to DIR as SPEC-N.svg (an SVG animation) "
-        "and SPEC-N.json (a record that azx explore --replays DIR steps through). Games of "
-        "chance (backgammon) and single-player episodes cannot be replayed from their "
-        "moves: for those, 2 new games per opponent (2 episodes) are played and written.",
+        "and SPEC-N.json (a record that azx explore --replays DIR steps through); in a "
+        "single-player game, 2 further episodes, played after the evaluation.",
         shown="none",
         metavar="DIR",
     ),
@@ -440,10 +439,10 @@ def evaluate(
 
 def _recorder(one: runs.Run, options: dict, directory: Path, seed: int):
     """`azx eval --record`'s writer of `one`'s evaluation games into `directory`, or None
-    where they cannot be replayed from their moves."""
-    from .explore._record import MatchRecorder, records_matches
+    for a single-player game (its episodes are played by `_record`)."""
+    from .explore._record import MatchRecorder
 
-    if not records_matches(one):
+    if one.env.num_players != 2:
         return None
     return MatchRecorder(one, directory, seed=seed, simulations=options.get("simulations"))
 
@@ -451,9 +450,8 @@ def _recorder(one: runs.Run, options: dict, directory: Path, seed: int):
 def _record(
     loaded: list[runs.Run], options: dict, directory: Path, recorders: dict, seed: int
 ) -> None:
-    """`azx eval --record DIR`'s lines: the evaluation games written, or where they cannot
-    be replayed (games of chance, episodes) a few new games, played and written by
-    azx.explore."""
+    """`azx eval --record DIR`'s lines: the evaluation games written, or in a
+    single-player game a few episodes, played and written by azx.explore."""
     from .explore import record_games
 
     for one in loaded:

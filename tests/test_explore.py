@@ -323,8 +323,16 @@ def test_eval_record_writes_the_games_the_evaluation_counts(trained, tmp_path):
         azx.explore.load_explored([trained]), sorted(out.glob("*.json"))
     )
     assert len(explorer.replays) == games
-    game = explorer.game(explorer.open_replay(0))
-    assert game.result() == explorer.replays[0]["result"]
+    for index, replay in enumerate(explorer.replays):
+        game = explorer.game(explorer.open_replay(index))
+        assert game.actions == replay["actions"] and game.result() == replay["result"]
+    # Each record holds its game's keys: one for the start and one for each move.
+    record = json.loads((out / "random-0.json").read_text())
+    assert len(record["step_keys"]) == len(record["actions"]) and len(record["init_key"]) == 2
+    record["step_keys"] = record["step_keys"][1:]
+    (tmp_path / "bad.json").write_text(json.dumps(record))
+    with pytest.raises(azx.run.RunError, match="cannot be replayed: .* need as many step_keys"):
+        azx.explore.Explorer(azx.explore.load_explored([trained]), [tmp_path / "bad.json"])
 
 
 def test_a_missing_extra_is_one_line_naming_it(trained, monkeypatch):

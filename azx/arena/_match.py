@@ -6,7 +6,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Int, Shaped
+from jaxtyping import Array, ArrayLike, Bool, Int, Key, Shaped
 
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
@@ -35,6 +35,11 @@ class MatchResult(eqx.Module):
     actions: Int[Array, "kept num_games"] | None = None
     """With `play_match(..., keep_actions=kept)`: each game's first `kept` actions, in
     the order played, -1 after the game's last move; otherwise None."""
+    init_keys: Key[Array, " num_games"] | None = None
+    """With `keep_actions`: the key of each game's initial state (`env.init`)."""
+    step_keys: Key[Array, "kept num_games"] | None = None
+    """With `keep_actions`: the key `env.step` received with each kept action (the dice
+    of a game of chance), so that `init_keys`, `actions` and these replay each game."""
 
     def _count(self, value: int, where=None) -> int:
         hit = self.outcome == value
@@ -173,9 +178,10 @@ def play_match(
     - `num_games`: an even positive number of games.
     - `key`: randomness of the initial states, the agents and the environment.
     - `max_moves`: stop a game after this many moves (default: play until it ends).
-    - `keep_actions`: keep each game's first `keep_actions` actions in the result's
-        `actions`, so that the games can be replayed (0, the default: none, and the
-        result's `actions` is None). The games played are the same either way.
+    - `keep_actions`: keep each game's first `keep_actions` actions, and the keys of its
+        start and its steps, in the result, so that the games can be replayed (0, the
+        default: none, and those fields are None). The games played are the same
+        either way.
 
     **Returns:** a [`azx.arena.MatchResult`][] for agent_a.
     """
@@ -220,7 +226,8 @@ def play_games(
         raise ValueError(f"matches need a two-player game; {env!r} has {env.num_players}")
     half = num_games // 2
     init_key, loop_key = jax.random.split(key)
-    state = jax.vmap(env.init)(jax.random.split(init_key, num_games))
+    init_keys = jax.random.split(init_key, num_games)
+    state = jax.vmap(env.init)(init_keys)
     first_player = jax.vmap(env.current_player)(state)
     a_moved_first = jnp.arange(num_games) < half
     a_player = jnp.where(a_moved_first, first_player, 1 - first_player)
@@ -259,13 +266,18 @@ def play_games(
         in_half = (rows >= start) & (rows < start + half)
         return action, agent_state, to_move & in_half & jnp.any(need)
 
-    def keep(kept, num_moves, moved, action):
-        """`kept` with each game's move `num_moves` (if it moved and is kept) set to `action`."""
+    def keep(kept, num_moves, moved, action, step_keys):
+        """`kept` (actions and step keys) with each game's move `num_moves`, where it
+        moved, set to `action` and its step key (past `keep_actions`: dropped)."""
         if kept is None:
             return None
         rows = jnp.arange(num_games)
-        at = jnp.where(moved & (num_moves < keep_actions), num_moves, keep_actions)
-        return kept.at[at, rows].set(action, mode="drop")
+        at = jnp.where(moved, num_moves, keep_actions)
+        actions, keys = kept
+        return (
+            actions.at[at, rows].set(action, mode="drop"),
+            keys.at[at, rows].set(step_keys, mode="drop"),
+        )
 
     def body(carry):
         state, states_a, states_b, returns, num_moves, index, kept = carry
@@ -276,14 +288,15 @@ def play_games(
         action_b, states_b, moved_b = act(agent_b, states_b, state, alive & ~a_to_move, b_key)
         action = jnp.where(moved_a, action_a, action_b)
         moved = moved_a | moved_b
-        stepped = jax.vmap(env.step)(state, action, jax.random.split(step_key, num_games))
+        step_keys = jax.random.split(step_key, num_games)
+        stepped = jax.vmap(env.step)(state, action, step_keys)
         state = _rows_where(moved, stepped, state)
         returns = returns + jnp.where(moved[:, None], jax.vmap(env.rewards)(state), 0.0)
         done = ~live(state, num_moves + moved.astype(jnp.int32))
         # Both agents see every move, so that a kept search tree follows the game.
         states_a = _rows_where(moved, agent_a.observe(states_a, action, done), states_a)
         states_b = _rows_where(moved, agent_b.observe(states_b, action, done), states_b)
-        kept = keep(kept, num_moves, moved, action)
+        kept = keep(kept, num_moves, moved, action, step_keys)
         num_moves = num_moves + moved.astype(jnp.int32)
         return state, states_a, states_b, returns, num_moves, index + 1, kept
 
@@ -295,7 +308,12 @@ def play_games(
         jnp.zeros((num_games, 2), jnp.float32),
         jnp.zeros(num_games, jnp.int32),
         jnp.int32(0),
-        jnp.full((keep_actions, num_games), NO_ACTION, jnp.int32) if keep_actions else None,
+        (
+            jnp.full((keep_actions, num_games), NO_ACTION, jnp.int32),
+            jnp.broadcast_to(loop_key, (keep_actions, num_games)),  # (overwritten where kept)
+        )
+        if keep_actions
+        else None,
     )
     state, _, _, returns, num_moves, _, kept = jax.lax.while_loop(
         lambda carry: jnp.any(live(carry[0], carry[4])), body, carry
@@ -309,6 +327,8 @@ def play_games(
         a_moved_first=a_moved_first,
         finished=jax.vmap(env.terminated)(state),
         num_moves=num_moves,
-        actions=kept,
+        actions=None if kept is None else kept[0],
+        init_keys=None if kept is None else init_keys,
+        step_keys=None if kept is None else kept[1],
     )
     return result, state, a_player

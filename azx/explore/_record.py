@@ -2,10 +2,9 @@
 (episodes, in a single-player game) written as pgx SVG animations and as small JSON
 records that `azx explore --replays DIR` steps through with the search's analysis.
 
-In a two-player game without chance, the games written are those the evaluation counts
-(`MatchRecorder`); elsewhere (backgammon's dice, single-player episodes) the record's
-moves could not be played again from its seed, and `record_games` plays a few games of
-its own instead."""
+In a two-player game the games written are those the evaluation counts (`MatchRecorder`),
+each with the keys of its start and steps, so that its dice (backgammon's) come again;
+single-player episodes are played by `record_games`, a few of its own."""
 
 import dataclasses
 import re
@@ -16,9 +15,7 @@ import numpy as np
 
 from .. import arena
 from .._errors import RunError
-from .._recipes import base_env
 from .._rundir import Run, write_json
-from ..envs import AbstractChanceEnv
 from ._session import ExploredRun, Game
 
 
@@ -74,22 +71,15 @@ def _write(game: Game, path: Path) -> None:
     write_json(path.with_suffix(".json"), game.record())
 
 
-def records_matches(run: Run) -> bool:
-    """Whether `MatchRecorder` writes `run`'s evaluation games: a two-player game without
-    chance, where a game's moves replay it from any seed (the seed draws only which
-    player id moves first)."""
-    return run.env.num_players == 2 and not isinstance(base_env(run.env), AbstractChanceEnv)
-
-
 @dataclasses.dataclass
 class MatchRecorder:
     """An evaluation's `on_match` that writes every game of each match it counts, as
     `SPEC-N.svg` and `SPEC-N.json` (`N`: the game's index in the match; the agent moves
     first in the first half), and keeps the lines to print.
 
-    Each record replays the game's moves from `seed`; `azx explore` analyses the agent's
-    moves with the search of `simulations` simulations (the run's own, by default) and
-    that seed's keys."""
+    Each record replays the game's moves with its own keys (`MatchResult.init_keys` and
+    `step_keys`); `azx explore` analyses the agent's moves with the search of
+    `simulations` simulations (the run's own, by default) and the keys of `seed`."""
 
     run: Run
     directory: Path
@@ -107,16 +97,19 @@ class MatchRecorder:
         actions = np.asarray(match.actions)
         outcomes = {1: 0, 0: 0, -1: 0}
         for index in range(match.num_games):
+            moves = int(match.num_moves[index])
             game = Game(
                 explored,
                 human_first=not bool(match.a_moved_first[index]),
                 seed=self.seed,
                 simulations=simulations,
+                init_key=match.init_keys[index],
             )
-            game.replay([int(a) for a in actions[: int(match.num_moves[index]), index]], spec)
+            step_keys = [match.step_keys[move, index] for move in range(moves)]
+            game.replay([int(a) for a in actions[:moves, index]], spec, step_keys)
             if _outcome(game) != int(match.outcome[index]):
                 raise RunError(
-                    f"game {index} against {spec} does not replay from its moves "
+                    f"game {index} against {spec} does not replay from its moves and keys "
                     f"({game.result()!r}, counted {int(match.outcome[index]):+d})"
                 )
             outcomes[_outcome(game)] += 1
