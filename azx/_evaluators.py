@@ -91,7 +91,7 @@ class AbstractEvaluator(abc.ABC):
         name (without iteration) and the lines to print.
 
         `on_match(opponent, result)`, where given, receives each match the result counts,
-        its games' actions kept (`azx eval --record`); evaluators that play no matches
+        its games' actions and keys kept (`azx eval --record`); evaluators that play no matches
         never call it."""
 
 
