@@ -14,9 +14,11 @@ Private: the application's own.
 
 import abc
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
+import equinox as eqx
 import jax
 
 from . import arena, envs
@@ -37,6 +39,7 @@ from ._report import (
     evaluate,
     evaluate_episodes,
     evaluate_policy,
+    match_record,
     plot_episodes_curve,
     plot_learning_curve,
     plot_return_curve,
@@ -77,10 +80,19 @@ class AbstractEvaluator(abc.ABC):
 
     @abc.abstractmethod
     def evaluate_run(
-        self, run: Run, options: dict[str, Any], *, seed: int
+        self,
+        run: Run,
+        options: dict[str, Any],
+        *,
+        seed: int,
+        on_match: Callable[[str, arena.MatchResult], None] | None = None,
     ) -> tuple[dict[str, Any], str, list[str]]:
         """`azx eval` of `run` with the given `options`: the result to save, the file's
-        name (without iteration) and the lines to print."""
+        name (without iteration) and the lines to print.
+
+        `on_match(opponent, result)`, where given, receives each match the result counts,
+        its games' actions and keys kept (`azx eval --record`); evaluators that play no matches
+        never call it."""
 
 
 def evaluator(recipe: AbstractRecipe, env: envs.AbstractEnv) -> AbstractEvaluator:
@@ -193,7 +205,7 @@ class MatchEvaluator(_AbstractAgentEvaluator):
             if not spec.strip().startswith("run:"):  # another run: checked when it is opened
                 _opponent(spec, self.env)
 
-    def evaluate_run(self, run, options, *, seed):
+    def evaluate_run(self, run, options, *, seed, on_match=None):
         """Its agent against every opponent."""
         self.check_eval(options)
         games = 200 if options["games"] is None else options["games"]
@@ -211,9 +223,19 @@ class MatchEvaluator(_AbstractAgentEvaluator):
         )
         player = run.agent(agent, num_simulations=options["simulations"])
         simulations = self.recipe.agent_simulations(agent, options["simulations"])
-        results = evaluate(
-            run.env, {agent: opening(player)}, opponents, num_games=games, key=jax.random.key(seed)
-        )[agent]
+        key = jax.random.key(seed)
+        if on_match is None:
+            results = evaluate(
+                run.env, {agent: opening(player)}, opponents, num_games=games, key=key
+            )[agent]
+        else:  # the same matches, on the same keys as `evaluate`'s, their actions kept
+            results = {}
+            for index, (spec, opponent) in enumerate(opponents.items()):
+                match = _match_with_actions(
+                    run.env, opening(player), opponent, games, jax.random.fold_in(key, index)
+                )
+                on_match(spec, match)
+                results[spec] = match_record(match)
         label = _label(agent, simulations)
         if opening_plies:
             label += f", the first {opening_plies} plies of every game random"
@@ -227,6 +249,21 @@ class MatchEvaluator(_AbstractAgentEvaluator):
         if points:
             result["points"] = {spec: record for spec, (record, _) in points.items()}
         return result, agent, lines
+
+
+_play_match = eqx.filter_jit(arena.play_match)
+
+
+def _match_with_actions(env, player, opponent, games: int, key) -> arena.MatchResult:
+    """`play_match` with every game's actions kept: played again with room for twice as
+    many where the longest game did not fit (the same games: the keys are the same)."""
+    kept = 256
+    while True:
+        match = _play_match(env, player, opponent, num_games=games, key=key, keep_actions=kept)
+        longest = int(jax.numpy.max(match.num_moves))
+        if longest <= kept:
+            return match
+        kept = 2 ** math.ceil(math.log2(longest))
 
 
 def _backgammon_points(env, player, opponents, games: int, *, seed: int):
@@ -339,9 +376,10 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
                 raise RunError(f"opponent {spec!r}: a single-player game has no opponents")
             _opponent(spec, self.env)
 
-    def evaluate_run(self, run, options, *, seed):
+    def evaluate_run(self, run, options, *, seed, on_match=None):
         """The agent's episodes, and those of every `--opponent` spec, played as a
         baseline on the same key."""
+        del on_match  # (no matches)
         self.check_eval(options)
         episodes = 200 if options["games"] is None else options["games"]
         agent = options["agent"] or "search"
@@ -405,7 +443,8 @@ class ReturnEvaluator(AbstractEvaluator):
     def check_eval(self, options):
         del options  # any number of episodes, greedy or sampled
 
-    def evaluate_run(self, run, options, *, seed):
+    def evaluate_run(self, run, options, *, seed, on_match=None):
+        del on_match  # (no matches)
         recipe = self.recipe
         greedy = recipe.eval_greedy if options["greedy"] is None else options["greedy"]
         episodes = recipe.eval_episodes if options["episodes"] is None else options["episodes"]

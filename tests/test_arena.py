@@ -164,6 +164,76 @@ def test_max_moves_stops_games():
     assert result.num_unfinished == 10 and result.counts == (0, 10, 0)
 
 
+@eqx.filter_jit
+def replay_start(env, key):
+    state = env.init(key)
+    return state, env.current_player(state), env.terminated(state) | env.truncated(state)
+
+
+@eqx.filter_jit
+def replay_step(env, state, action, key):
+    state = env.step(state, action, key)
+    return state, env.rewards(state), env.terminated(state) | env.truncated(state)
+
+
+def replayed_outcomes(env, result, game_moves):
+    """Each game played again from its kept actions and keys alone, one step at a time:
+    its outcome for agent_a (whose player id the first mover's tells) and its moves."""
+    outcomes = []
+    actions = np.asarray(result.actions)
+    for game in range(result.num_games):
+        state, first, over = replay_start(env, result.init_keys[game])
+        a_player = int(first) if bool(result.a_moved_first[game]) else 1 - int(first)
+        returns = np.zeros(2, np.float32)
+        moves = 0
+        while not bool(over) and moves < game_moves:
+            action = jnp.int32(actions[moves, game])
+            state, rewards, over = replay_step(env, state, action, result.step_keys[moves, game])
+            returns += np.asarray(rewards)
+            moves += 1
+        outcomes.append((int(np.sign(returns[a_player] - returns[1 - a_player])), moves))
+    return outcomes
+
+
+@functools.partial(eqx.filter_jit, donate="none")
+def jit_kept_match(env, agent_a, agent_b, key, num_games, keep_actions):
+    return play_match(
+        env, agent_a, agent_b, num_games=num_games, key=key, keep_actions=keep_actions
+    )
+
+
+def test_kept_actions_replay_the_same_games():
+    key = jax.random.key(8)
+    plain = jit_match(TIC_TAC_TOE, RandomAgent(), RandomAgent(), key, 8)
+    assert plain.actions is None and plain.init_keys is None and plain.step_keys is None
+    kept = jit_kept_match(TIC_TAC_TOE, RandomAgent(), RandomAgent(), key, 8, 9)
+    for field in ("outcome", "a_moved_first", "finished", "num_moves"):
+        np.testing.assert_array_equal(getattr(kept, field), getattr(plain, field))
+    actions, num_moves = np.asarray(kept.actions), np.asarray(kept.num_moves)
+    assert actions.shape == (9, 8)
+    played = np.arange(9)[:, None] < num_moves[None, :]
+    assert np.all((actions >= 0) == played) and np.all(actions[~played] == -1)
+    replayed = replayed_outcomes(TIC_TAC_TOE, kept, 9)
+    assert replayed == list(zip(np.asarray(kept.outcome).tolist(), num_moves.tolist()))
+    # Fewer kept than played: the first moves of the same games.
+    short = jit_kept_match(TIC_TAC_TOE, RandomAgent(), RandomAgent(), key, 8, 3)
+    np.testing.assert_array_equal(short.actions, actions[:3])
+    np.testing.assert_array_equal(short.outcome, plain.outcome)
+    with pytest.raises(ValueError, match="keep_actions"):
+        play_match(TIC_TAC_TOE, RandomAgent(), RandomAgent(), num_games=2, key=key, keep_actions=-1)
+
+
+@pytest.mark.slow  # backgammon's steps compile
+def test_kept_keys_replay_the_dice():
+    env = azx.envs.make("backgammon")
+    key = jax.random.key(9)
+    kept = jit_kept_match(env, RandomAgent(), RandomAgent(), key, 2, 2048)
+    assert int(np.max(kept.num_moves)) < 2048 and np.all(np.asarray(kept.finished))
+    replayed = replayed_outcomes(env, kept, 2048)
+    expected = zip(np.asarray(kept.outcome).tolist(), np.asarray(kept.num_moves).tolist())
+    assert replayed == list(expected)
+
+
 def test_random_agent_plays_only_legal_moves():
     state = positions(TIC_TAC_TOE, [[0, 4, 8, 2, 6]] * 64)
     legal = jax.vmap(TIC_TAC_TOE.legal_action_mask)(state)

@@ -280,22 +280,59 @@ def test_eval_record_is_checked_before_the_evaluation(trained, tmp_path):
     one_line_error(azx_cli("eval", "--run", trained, "--record", tmp_path / "file"), "--record")
 
 
-@pytest.mark.slow
-def test_eval_record_writes_each_game(trained, tmp_path):
+def test_eval_record_writes_the_games_the_evaluation_counts(trained, tmp_path):
     out = tmp_path / "replays"
+    specs, games = ("random",), 4
+    options = ["--games", games, "--opponent", "random"]
+    options += ["--simulations", SIMULATIONS]
+    plain = azx_cli("eval", "--run", trained, *options, "--json", tmp_path / "plain.json")
+    assert plain.exit_code == 0, plain.output
     result = azx_cli(
-        "eval", "--run", trained, "--games", 2, "--opponent", "random", "--opponent", "greedy",
-        "--simulations", SIMULATIONS, "--json", tmp_path / "result.json", "--record", out,
-    )  # fmt: skip
+        "eval", "--run", trained, *options, "--json", tmp_path / "result.json", "--record", out
+    )
     assert result.exit_code == 0, result.output
-    names = sorted(path.name for path in out.iterdir())
-    assert names == sorted(
+    # The same games: what is printed and saved is what the evaluation without --record gives.
+    assert result.output.startswith(plain.output.replace("plain.json", "result.json"))
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved == json.loads((tmp_path / "plain.json").read_text())
+    assert sorted(path.name for path in out.iterdir()) == sorted(
         f"{spec}-{index}.{kind}"
-        for spec in ("random", "greedy")
-        for index in range(2)
+        for spec in specs
+        for index in range(games)
         for kind in ("json", "svg")
     )
-    assert result.output.count("recorded ") == 4
+    assert result.output.count("recorded the 4 games vs ") == 1
+    for spec in specs:
+        records = [json.loads((out / f"{spec}-{index}.json").read_text()) for index in range(games)]
+        outcome = {"azx wins.": 0, "Draw.": 1, f"{spec} wins.": 2}
+        counts, as_first = [0, 0, 0], [0, 0, 0]
+        for record in records:
+            counts[outcome[record["result"]]] += 1
+            if not record["human_first"]:
+                as_first[outcome[record["result"]]] += 1
+        counted = saved["results"][spec]
+        assert counts == [counted["wins"], counted["draws"], counted["losses"]]
+        assert as_first == counted["as_first"]
+        # The agent moves first in the first half of the games, as in the match.
+        assert [record["human_first"] for record in records] == [False, False, True, True]
+        assert all(record["opponent"] == spec for record in records)
+        animation = (out / f"{spec}-0.svg").read_text()
+        assert animation.count('id="_fr') == len(records[0]["actions"]) + 1
+    # azx explore opens them.
+    explorer = azx.explore.Explorer(
+        azx.explore.load_explored([trained]), sorted(out.glob("*.json"))
+    )
+    assert len(explorer.replays) == games
+    for index, replay in enumerate(explorer.replays):
+        game = explorer.game(explorer.open_replay(index))
+        assert game.actions == replay["actions"] and game.result() == replay["result"]
+    # Each record holds its game's keys: one for the start and one for each move.
+    record = json.loads((out / "random-0.json").read_text())
+    assert len(record["step_keys"]) == len(record["actions"]) and len(record["init_key"]) == 2
+    record["step_keys"] = record["step_keys"][1:]
+    (tmp_path / "bad.json").write_text(json.dumps(record))
+    with pytest.raises(azx.run.RunError, match="cannot be replayed: .* need as many step_keys"):
+        azx.explore.Explorer(azx.explore.load_explored([trained]), [tmp_path / "bad.json"])
 
 
 def test_a_missing_extra_is_one_line_naming_it(trained, monkeypatch):

@@ -6,11 +6,15 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jaxtyping import Array, ArrayLike, Bool, Int, Shaped
+from jaxtyping import Array, ArrayLike, Bool, Int, Key, Shaped
 
 from .._types import EnvState, PRNGKey
 from ..envs import AbstractEnv
 from ._agent import AbstractAgent
+
+
+# A kept action after the game's last move.
+NO_ACTION = -1
 
 
 class MatchResult(eqx.Module):
@@ -28,6 +32,14 @@ class MatchResult(eqx.Module):
     """Whether the game ended by the rules (not truncated or stopped at `max_moves`)."""
     num_moves: Int[Array, " num_games"]
     """Moves played in each game."""
+    actions: Int[Array, "kept num_games"] | None = None
+    """With `play_match(..., keep_actions=kept)`: each game's first `kept` actions, in
+    the order played, -1 after the game's last move; otherwise None."""
+    init_keys: Key[Array, " num_games"] | None = None
+    """With `keep_actions`: the key of each game's initial state (`env.init`)."""
+    step_keys: Key[Array, "kept num_games"] | None = None
+    """With `keep_actions`: the key `env.step` received with each kept action (the dice
+    of a game of chance), so that `init_keys`, `actions` and these replay each game."""
 
     def _count(self, value: int, where=None) -> int:
         hit = self.outcome == value
@@ -143,6 +155,7 @@ def play_match(
     num_games: int,
     key: PRNGKey,
     max_moves: int | None = None,
+    keep_actions: int = 0,
 ) -> MatchResult:
     """Play `num_games` games of `agent_a` against `agent_b`, all at once.
 
@@ -165,11 +178,21 @@ def play_match(
     - `num_games`: an even positive number of games.
     - `key`: randomness of the initial states, the agents and the environment.
     - `max_moves`: stop a game after this many moves (default: play until it ends).
+    - `keep_actions`: keep each game's first `keep_actions` actions, and the keys of its
+        start and its steps, in the result, so that the games can be replayed (0, the
+        default: none, and those fields are None). The games played are the same
+        either way.
 
     **Returns:** a [`azx.arena.MatchResult`][] for agent_a.
     """
     result, _, _ = play_games(
-        env, agent_a, agent_b, num_games=num_games, key=key, max_moves=max_moves
+        env,
+        agent_a,
+        agent_b,
+        num_games=num_games,
+        key=key,
+        max_moves=max_moves,
+        keep_actions=keep_actions,
     )
     return result
 
@@ -182,6 +205,7 @@ def play_games(
     num_games: int,
     key: PRNGKey,
     max_moves: int | None = None,
+    keep_actions: int = 0,
 ) -> tuple[MatchResult, EnvState, Int[Array, " num_games"]]:
     """[`azx.arena.play_match`][], also returning each game's final state and agent_a's
     player id in it, for scores that read the final position (backgammon's points)."""
@@ -196,11 +220,14 @@ def play_games(
         isinstance(max_moves, bool) or not isinstance(max_moves, int) or max_moves < 1
     ):
         raise ValueError(f"max_moves must be a positive int or None, got {max_moves!r}")
+    if isinstance(keep_actions, bool) or not isinstance(keep_actions, int) or keep_actions < 0:
+        raise ValueError(f"keep_actions must be an int >= 0, got {keep_actions!r}")
     if env.num_players != 2:
         raise ValueError(f"matches need a two-player game; {env!r} has {env.num_players}")
     half = num_games // 2
     init_key, loop_key = jax.random.split(key)
-    state = jax.vmap(env.init)(jax.random.split(init_key, num_games))
+    init_keys = jax.random.split(init_key, num_games)
+    state = jax.vmap(env.init)(init_keys)
     first_player = jax.vmap(env.current_player)(state)
     a_moved_first = jnp.arange(num_games) < half
     a_player = jnp.where(a_moved_first, first_player, 1 - first_player)
@@ -239,8 +266,21 @@ def play_games(
         in_half = (rows >= start) & (rows < start + half)
         return action, agent_state, to_move & in_half & jnp.any(need)
 
+    def keep(kept, num_moves, moved, action, step_keys):
+        """`kept` (actions and step keys) with each game's move `num_moves`, where it
+        moved, set to `action` and its step key (past `keep_actions`: dropped)."""
+        if kept is None:
+            return None
+        rows = jnp.arange(num_games)
+        at = jnp.where(moved, num_moves, keep_actions)
+        actions, keys = kept
+        return (
+            actions.at[at, rows].set(action, mode="drop"),
+            keys.at[at, rows].set(step_keys, mode="drop"),
+        )
+
     def body(carry):
-        state, states_a, states_b, returns, num_moves, index = carry
+        state, states_a, states_b, returns, num_moves, index, kept = carry
         a_key, b_key, step_key = jax.random.split(jax.random.fold_in(loop_key, index), 3)
         alive = live(state, num_moves)
         a_to_move = jax.vmap(env.current_player)(state) == a_player
@@ -248,14 +288,17 @@ def play_games(
         action_b, states_b, moved_b = act(agent_b, states_b, state, alive & ~a_to_move, b_key)
         action = jnp.where(moved_a, action_a, action_b)
         moved = moved_a | moved_b
-        stepped = jax.vmap(env.step)(state, action, jax.random.split(step_key, num_games))
+        step_keys = jax.random.split(step_key, num_games)
+        stepped = jax.vmap(env.step)(state, action, step_keys)
         state = _rows_where(moved, stepped, state)
         returns = returns + jnp.where(moved[:, None], jax.vmap(env.rewards)(state), 0.0)
         done = ~live(state, num_moves + moved.astype(jnp.int32))
         # Both agents see every move, so that a kept search tree follows the game.
         states_a = _rows_where(moved, agent_a.observe(states_a, action, done), states_a)
         states_b = _rows_where(moved, agent_b.observe(states_b, action, done), states_b)
-        return state, states_a, states_b, returns, num_moves + moved.astype(jnp.int32), index + 1
+        kept = keep(kept, num_moves, moved, action, step_keys)
+        num_moves = num_moves + moved.astype(jnp.int32)
+        return state, states_a, states_b, returns, num_moves, index + 1, kept
 
     # Agent states cover all games; each call works on a slice of one half.
     carry = (
@@ -265,8 +308,14 @@ def play_games(
         jnp.zeros((num_games, 2), jnp.float32),
         jnp.zeros(num_games, jnp.int32),
         jnp.int32(0),
+        (
+            jnp.full((keep_actions, num_games), NO_ACTION, jnp.int32),
+            jnp.broadcast_to(loop_key, (keep_actions, num_games)),  # (overwritten where kept)
+        )
+        if keep_actions
+        else None,
     )
-    state, _, _, returns, num_moves, _ = jax.lax.while_loop(
+    state, _, _, returns, num_moves, _, kept = jax.lax.while_loop(
         lambda carry: jnp.any(live(carry[0], carry[4])), body, carry
     )
     rows = jnp.arange(num_games)
@@ -278,5 +327,8 @@ def play_games(
         a_moved_first=a_moved_first,
         finished=jax.vmap(env.terminated)(state),
         num_moves=num_moves,
+        actions=None if kept is None else kept[0],
+        init_keys=None if kept is None else init_keys,
+        step_keys=None if kept is None else kept[1],
     )
     return result, state, a_player

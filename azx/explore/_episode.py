@@ -19,8 +19,8 @@ import numpy as np
 
 from .. import muzero, ppo, presets
 from .._trainer import row_keys
-from ..nets import RecurrentInput
-from ..ppo._policy import act, initial_carry, normalize
+from ..ppo._evaluate import PolicyEpisode, start_episode, step_episode
+from ..ppo._policy import initial_carry
 
 
 @dataclasses.dataclass
@@ -50,53 +50,17 @@ def records_episodes(run) -> bool:
     return single and isinstance(recipe, presets.PPORecipe | presets.MuZeroRecipe)
 
 
-class _PolicyRow(eqx.Module):
-    # The rows of `azx.ppo.evaluate`'s episodes: the state and the policy's memory.
-    env_state: Any
-    carry: Any
-    previous_action: Any
-    previous_reward: Any
-    episode_start: Any
-
-
 @eqx.filter_jit
 def _ppo_start(env, net, keys):
     carry = initial_carry(net)
-    return jax.vmap(
-        lambda key: _PolicyRow(
-            env_state=env.init(key),
-            carry=carry,
-            previous_action=jnp.int32(0),
-            previous_reward=jnp.float32(0.0),
-            episode_start=jnp.bool_(True),
-        )
-    )(keys)
+    return jax.vmap(lambda key: start_episode(env, carry, key))(keys)
 
 
 @eqx.filter_jit
 def _ppo_step(env, net, distribution, stats, greedy, rows, keys):
-    def play(row: _PolicyRow, key):
-        action_key, step_key = jax.random.split(key)
-        inputs = RecurrentInput(
-            observation=normalize(stats, env.observation(row.env_state)),
-            previous_action=row.previous_action,
-            previous_reward=row.previous_reward,
-            episode_start=row.episode_start,
-        )
-        legal = env.legal_action_mask(row.env_state)
-        noise = None if greedy else distribution.noise(action_key)
-        carry, action, _, _ = act(net, distribution, row.carry, inputs, legal, noise)
-        env_action = distribution.env_action(action)
-        state = env.step(row.env_state, env_action, step_key)
-        reward = env.rewards(state)[0]
-        next_row = _PolicyRow(
-            env_state=state,
-            carry=carry,
-            previous_action=action if action.ndim == 0 else row.previous_action,
-            previous_reward=reward,
-            episode_start=jnp.bool_(False),
-        )
-        return next_row, env_action, reward, env.terminated(state) | env.truncated(state)
+    def play(row: PolicyEpisode, key):
+        # (A recorded episode stops where it ends: its row is always running.)
+        return step_episode(env, net, distribution, stats, greedy, row, jnp.bool_(True), key)
 
     return jax.vmap(play)(rows, keys)
 

@@ -1,13 +1,20 @@
-"""`azx eval --record DIR`: games of a run's agent against the evaluation's opponents
+"""`azx eval --record DIR`: the games of a run's agent against the evaluation's opponents
 (episodes, in a single-player game) written as pgx SVG animations and as small JSON
-records that `azx explore --replays DIR` steps through with the search's analysis."""
+records that `azx explore --replays DIR` steps through with the search's analysis.
 
+In a two-player game the games written are those the evaluation counts (`MatchRecorder`),
+each with the keys of its start and steps, so that its dice (backgammon's) come again;
+single-player episodes are played by `record_games`, a few of its own."""
+
+import dataclasses
 import re
 from pathlib import Path
 
 import jax
+import numpy as np
 
 from .. import arena
+from .._errors import RunError
 from .._rundir import Run, write_json
 from ._session import ExploredRun, Game
 
@@ -25,12 +32,10 @@ def record_games(
     simulations: int | None = None,
     games: int = RECORDED_GAMES,
 ) -> list[str]:
-    """Play and write `games` games of `run`'s search agent against each opponent spec
+    """Play and write `games` new games of `run`'s search agent against each opponent spec
     (the agent moving first in the even ones), each from its own seed (`seed`, `seed +
     1`, ...) with the explorer's keys, so that `azx explore` plays them again exactly;
     **returns** the lines to print. Each game is `SPEC-N.svg` and `SPEC-N.json`."""
-    import pgx  # (installed with azx; imported here as pgx imports are slow)
-
     explored = ExploredRun(name=run.directory.name, run=run, group=0)
     if simulations is None:
         simulations = run.search().num_simulations
@@ -51,12 +56,76 @@ def record_games(
             else:
                 game.play_out(opponent, spec)
             stem = f"{_file_name(spec or 'episode')}-{index}"
-            states = [jax.tree.map(lambda x: x[0], state) for state in game.states]
-            if hasattr(states[0], "to_svg"):
-                pgx.save_svg_animation(states, directory / f"{stem}.svg")
-            write_json(directory / f"{stem}.json", game.record())
+            _write(game, directory / stem)
             lines.append(f"recorded {directory / stem}.json: {game.result()}")
     return lines
+
+
+def _write(game: Game, path: Path) -> None:
+    """`game` as `PATH.json` and, for a game pgx draws, `PATH.svg`."""
+    import pgx  # (installed with azx; imported here as pgx imports are slow)
+
+    states = [jax.tree.map(lambda x: x[0], state) for state in game.states]
+    if hasattr(states[0], "to_svg"):
+        pgx.save_svg_animation(states, path.with_suffix(".svg"))
+    write_json(path.with_suffix(".json"), game.record())
+
+
+@dataclasses.dataclass
+class MatchRecorder:
+    """An evaluation's `on_match` that writes every game of each match it counts, as
+    `SPEC-N.svg` and `SPEC-N.json` (`N`: the game's index in the match; the agent moves
+    first in the first half), and keeps the lines to print.
+
+    Each record replays the game's moves with its own keys (`MatchResult.init_keys` and
+    `step_keys`); `azx explore` analyses the agent's moves with the search of
+    `simulations` simulations (the run's own, by default) and the keys of `seed`."""
+
+    run: Run
+    directory: Path
+    seed: int
+    simulations: int | None = None
+    lines: list[str] = dataclasses.field(default_factory=list)
+
+    def __call__(self, spec: str, match: arena.MatchResult) -> None:
+        explored = ExploredRun(name=self.run.directory.name, run=self.run, group=0)
+        simulations = self.simulations
+        if simulations is None:
+            simulations = self.run.search().num_simulations
+        self.directory.mkdir(parents=True, exist_ok=True)
+        stem = _file_name(spec)
+        actions = np.asarray(match.actions)
+        outcomes = {1: 0, 0: 0, -1: 0}
+        for index in range(match.num_games):
+            moves = int(match.num_moves[index])
+            game = Game(
+                explored,
+                human_first=not bool(match.a_moved_first[index]),
+                seed=self.seed,
+                simulations=simulations,
+                init_key=match.init_keys[index],
+            )
+            step_keys = [match.step_keys[move, index] for move in range(moves)]
+            game.replay([int(a) for a in actions[:moves, index]], spec, step_keys)
+            if _outcome(game) != int(match.outcome[index]):
+                raise RunError(
+                    f"game {index} against {spec} does not replay from its moves and keys "
+                    f"({game.result()!r}, counted {int(match.outcome[index]):+d})"
+                )
+            outcomes[_outcome(game)] += 1
+            _write(game, self.directory / f"{stem}-{index}")
+        self.lines.append(
+            f"recorded the {match.num_games} games vs {spec} ({outcomes[1]}/{outcomes[0]}/"
+            f"{outcomes[-1]}): {self.directory / stem}-0.json to -{match.num_games - 1}.json"
+        )
+
+
+def _outcome(game: Game) -> int:
+    """+1 where the agent won `game`, 0 a draw (or a game that did not end), -1 a loss."""
+    rewards = np.asarray(game.env.rewards(game.one()))
+    if not game.over():
+        return 0
+    return int(np.sign(rewards[1 - game.human] - rewards[game.human]))
 
 
 def _file_name(spec: str) -> str:

@@ -25,6 +25,7 @@ import numpy as np
 from .. import arena, presets
 from .._errors import RunError, one_line
 from .._rundir import CONFIG_FILE, Run, load_runs
+from .._types import PRNGKey
 from ..envs import AbstractChanceEnv
 from ..search import ROOT_INDEX, UNVISITED, Tree
 from ._episode import record_episode, records_episodes
@@ -316,14 +317,28 @@ class Game:
     """A person against one run's agent, or the agent's own episode of a single-player
     game: the seed, the moves so far and each position."""
 
-    def __init__(self, explored: ExploredRun, *, human_first: bool, seed: int, simulations: int):
+    def __init__(
+        self,
+        explored: ExploredRun,
+        *,
+        human_first: bool,
+        seed: int,
+        simulations: int,
+        init_key: PRNGKey | None = None,
+    ):
         self.explored = explored
         self.env = explored.run.env
         self.moves = Moves(self.env)
         self.seed = seed
         self.simulations = simulations
         self.agent = explored.run.agent("search", num_simulations=simulations)
-        init_key, self.game_key = jax.random.split(jax.random.key(seed))
+        seed_init_key, self.game_key = jax.random.split(jax.random.key(seed))
+        # A recorded evaluation game's own keys: its start and each step (the dice of a
+        # game of chance) are the game's; the searches shown use the seed's keys.
+        self.init_key = init_key
+        self.step_keys: list[PRNGKey] | None = None if init_key is None else []
+        if init_key is None:
+            init_key = seed_init_key
         self.states = [jax.vmap(self.env.init)(init_key[None])]
         self.actions: list[int] = []
         self.players: list[int] = []
@@ -352,15 +367,11 @@ class Game:
         """The key of move `move`: the agent's search and the step both use it (`azx play`)."""
         return jax.random.fold_in(self.game_key, move)
 
-    def _play(self, action: int) -> None:
+    def _play(self, action: int, step_key: PRNGKey | None = None) -> None:
         move = len(self.actions)
         self.players.append(self.player())
-        state = _step(
-            self.env,
-            self.states[-1],
-            jnp.asarray([action], jnp.int32),
-            jax.random.split(self.key(move), 1),
-        )
+        keys = jax.random.split(self.key(move), 1) if step_key is None else step_key[None]
+        state = _step(self.env, self.states[-1], jnp.asarray([action], jnp.int32), keys)
         self.states.append(state)
         self.actions.append(action)
         # The mover's reward for the move (a single player's return adds these up).
@@ -410,17 +421,28 @@ class Game:
             else:
                 self.reply()
 
-    def replay(self, actions: list[int], other: str) -> None:
-        """Play `actions` from the start (a recorded game); each analysis of the agent's
-        moves is made when its frame is asked for."""
+    def replay(
+        self, actions: list[int], other: str, step_keys: list[PRNGKey] | None = None
+    ) -> None:
+        """Play `actions` from the start (a recorded game), each stepped with its key of
+        `step_keys` where given (a game made with `init_key`); each analysis of the
+        agent's moves is made when its frame is asked for."""
+        if (step_keys is None) != (self.step_keys is None):
+            raise ValueError("step_keys replay a game made with init_key, and only such")
+        if step_keys is not None and len(step_keys) != len(actions):
+            raise ValueError(f"{len(actions)} actions need as many step keys, got {len(step_keys)}")
         self.other = other
-        for action in actions:
+        for index, action in enumerate(actions):
             legal = np.asarray(self.env.legal_action_mask(self.one()))
             if self.over() or not 0 <= action < len(legal) or not legal[action]:
                 raise ExploreError(
                     400, f"the record's move {len(self.actions) + 1} ({action}) is not legal"
                 )
-            self._play(action)
+            if step_keys is None:
+                self._play(action)
+            else:
+                self._play(action, step_keys[index])
+                self.step_keys.append(step_keys[index])
 
     def record(self) -> dict[str, Any]:
         """The game as a small JSON record, which `replay` plays again."""
@@ -437,7 +459,14 @@ class Game:
             "by": [self._by(player) for player in self.players],
             "result": self.result(),
             "return": float(sum(self.rewards)),
-        }
+        } | self._keys()
+
+    def _keys(self) -> dict[str, Any]:
+        """A recorded evaluation game's keys, as `read_replay` reads them back."""
+        if self.init_key is None:
+            return {}
+        data = [jax.random.key_data(key).tolist() for key in [self.init_key, *self.step_keys]]
+        return {"init_key": data[0], "step_keys": data[1:]}
 
     def frame(self, index: Any) -> dict[str, Any]:
         """Position `index` of the game (0: the start), the move played from it and the
@@ -495,6 +524,8 @@ class Game:
 
     def undo(self) -> None:
         """Back to the person's turn before their last move."""
+        if self.other != "you":
+            raise ExploreError(400, "a recorded game is stepped through, not played on")
         if self.human is None or self.human not in self.players:
             raise ExploreError(400, "there is no move of yours to undo")
         while True:
@@ -690,6 +721,13 @@ def read_replay(path: Path, runs: list[ExploredRun]) -> dict[str, Any]:
             if not isinstance(record[name], kind):
                 raise ValueError(f"its {name} is not a {kind.__name__}")
         check_simulations(record["simulations"])
+        if ("init_key" in record) != ("step_keys" in record):
+            raise ValueError("it has init_key without step_keys, or step_keys without init_key")
+        if "init_key" in record:
+            keys = [record["init_key"], *record["step_keys"]]
+            if len(keys) != len(actions) + 1:
+                raise ValueError(f"{len(actions)} actions need as many step_keys")
+            record["init_key"], *record["step_keys"] = [_key(data) for data in keys]
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, ValueError) as error:
         raise RunError(f"{path} cannot be replayed: {one_line(error)}") from None
     except ExploreError as error:
@@ -707,6 +745,18 @@ def read_replay(path: Path, runs: list[ExploredRun]) -> dict[str, Any]:
         )
     name = Path(path).stem
     return record | {"run_index": matching[0], "name": name, "path": str(path)}
+
+
+def _key(data: Any) -> PRNGKey:
+    """A key from a record's key data (`jax.random.key_data` of a key, as a list)."""
+    shape = jax.random.key_data(jax.random.key(0)).shape
+    if not (
+        isinstance(data, list)
+        and all(isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 for x in data)
+        and (len(data),) == shape
+    ):
+        raise ValueError(f"its key {data!r} is not {shape[0]} whole numbers from 0 to 2**32-1")
+    return jax.random.wrap_key_data(np.asarray(data, np.uint32))
 
 
 class Explorer:
@@ -781,8 +831,9 @@ class Explorer:
             human_first=replay["human_first"],
             seed=replay["seed"],
             simulations=replay["simulations"],
+            init_key=replay.get("init_key"),
         )
-        game.replay(replay["actions"], replay["opponent"] or "you")
+        game.replay(replay["actions"], replay["opponent"] or "you", replay.get("step_keys"))
         return self._add(game)
 
     def _add(self, game: Game | Episode) -> str:
