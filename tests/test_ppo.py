@@ -10,6 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _games import Countdown
+from _tiers import slow_repeats
 
 import azx
 
@@ -280,7 +281,8 @@ def test_rollout_resets_ended_episodes_and_keeps_their_final_value():
     np.testing.assert_array_equal(state.previous_action, t.action[-1])
 
 
-@pytest.mark.parametrize("net_kind", ["ff", "recurrent"])
+# The slow tier repeats the check with the recurrent network.
+@pytest.mark.parametrize("net_kind", slow_repeats(["ff", "recurrent"], {"recurrent"}))
 def test_first_minibatch_recomputes_the_rollout_log_probs(net_kind):
     trainer, state = _trainer(Countdown(), net_kind, normalize_observations=True)
 

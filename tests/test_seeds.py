@@ -35,8 +35,9 @@ def _small_alphazero():
     ("make", "vmap"),
     [
         pytest.param(lambda: azx.presets.get("ppo_cartpole"), True, id="ppo-vmap"),
-        # Seeds one after another are bit for bit their own runs: AlphaZero checks it in
-        # the default run, PPO in the slow tier.
+        # Seeds one after another are bit for bit their own runs: the slow tier checks it
+        # for PPO and AlphaZero (the default run trains AlphaZero's seeds one after
+        # another through `azx train` in tests/test_cli_seeds.py).
         pytest.param(
             lambda: azx.presets.get("ppo_cartpole"),
             False,
@@ -45,7 +46,9 @@ def _small_alphazero():
         ),
         # AlphaZero vmaps its seeds on accelerators only (`Preset.vmaps_seeds`).
         pytest.param(_small_alphazero, True, id="alphazero-vmap", marks=pytest.mark.slow),
-        pytest.param(_small_alphazero, False, id="alphazero-one-after-another"),
+        pytest.param(
+            _small_alphazero, False, id="alphazero-one-after-another", marks=pytest.mark.slow
+        ),
     ],
 )
 def test_seeds_train_as_their_own_runs(make, vmap):
