@@ -92,6 +92,9 @@ def test_eval_reports_each_seed_and_the_mean_over_seeds(together, tmp_path):
     assert json.loads((tmp_path / "4").read_text())["return_mean"] == returns[1]
 
 
+# Slow tier: the default run checks resuming one seed exactly (test_cli.py's
+# test_resume_continues_exactly) and the seeds' directories (above).
+@pytest.mark.slow
 def test_resume_continues_every_seed_exactly(tmp_path):
     # A 3-iteration run, and a copy of it resumed from its checkpoint at iteration 2 (the
     # same run throughout: its learning rate anneals over the 3 iterations it was given).
