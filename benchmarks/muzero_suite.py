@@ -32,7 +32,7 @@ import numpy as np
 import azx
 from azx._report import mean_interval
 from benchmarks.muzero_cartpole import train_in_chunks
-from benchmarks.ppo_learning import train_and_evaluate
+from benchmarks.ppo_learning import evaluation_record, train_and_evaluate
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,15 +75,7 @@ def muzero_run(preset, seed: int, episodes: int) -> dict:
     result = eqx.filter_jit(azx.muzero.evaluate)(
         trainer, state.net, num_episodes=episodes, key=jax.random.key(10_000 + seed), greedy=True
     )
-    low, high = result.return_interval()
-    return {
-        "seed": seed,
-        "env_steps": trainer.env_steps(state),
-        "train_s": seconds,
-        "return_mean": result.mean_return(),
-        "return_low": low,
-        "return_high": high,
-    }
+    return evaluation_record(seed, trainer, state, seconds, result)
 
 
 def main(argv=None) -> dict:

@@ -59,6 +59,12 @@ def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: boo
         observation_stats=stats,
         action_distribution=preset.config.action_distribution,
     )
+    record = evaluation_record(seed, trainer, state, seconds, result)
+    return record | {"last_training_return": last_return}
+
+
+def evaluation_record(seed: int, trainer, state, seconds: float, result) -> dict:
+    """One seed's trained run and its evaluation (an `EvaluationResult`) as a JSON record."""
     low, high = result.return_interval()
     return {
         "seed": seed,
@@ -68,7 +74,6 @@ def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: boo
         "return_low": low,
         "return_high": high,
         "unfinished": int((~result.finished).sum()),
-        "last_training_return": last_return,
     }
 
 
