@@ -14,7 +14,6 @@ Private: the application's own.
 
 import abc
 import dataclasses
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -39,6 +38,7 @@ from ._report import (
     evaluate,
     evaluate_episodes,
     evaluate_policy,
+    kept_in_full,
     match_record,
     plot_episodes_curve,
     plot_learning_curve,
@@ -85,14 +85,15 @@ class AbstractEvaluator(abc.ABC):
         options: dict[str, Any],
         *,
         seed: int,
-        on_match: Callable[[str, arena.MatchResult], None] | None = None,
+        on_games: Callable[[str, arena.MatchResult | arena.Episodes], None] | None = None,
     ) -> tuple[dict[str, Any], str, list[str]]:
         """`azx eval` of `run` with the given `options`: the result to save, the file's
         name (without iteration) and the lines to print.
 
-        `on_match(opponent, result)`, where given, receives each match the result counts,
-        its games' actions and keys kept (`azx eval --record`); evaluators that play no matches
-        never call it."""
+        `on_games(name, games)`, where given, receives the games the result counts for the
+        run's agent, their actions and keys kept (`azx eval --record`): each match (`name`
+        its opponent), or the agent's episodes of a single-player game; evaluators whose
+        games are not the arena's never call it."""
 
 
 def evaluator(recipe: AbstractRecipe, env: envs.AbstractEnv) -> AbstractEvaluator:
@@ -205,7 +206,7 @@ class MatchEvaluator(_AbstractAgentEvaluator):
             if not spec.strip().startswith("run:"):  # another run: checked when it is opened
                 _opponent(spec, self.env)
 
-    def evaluate_run(self, run, options, *, seed, on_match=None):
+    def evaluate_run(self, run, options, *, seed, on_games=None):
         """Its agent against every opponent."""
         self.check_eval(options)
         games = 200 if options["games"] is None else options["games"]
@@ -224,17 +225,20 @@ class MatchEvaluator(_AbstractAgentEvaluator):
         player = run.agent(agent, num_simulations=options["simulations"])
         simulations = self.recipe.agent_simulations(agent, options["simulations"])
         key = jax.random.key(seed)
-        if on_match is None:
+        if on_games is None:
             results = evaluate(
                 run.env, {agent: opening(player)}, opponents, num_games=games, key=key
             )[agent]
         else:  # the same matches, on the same keys as `evaluate`'s, their actions kept
             results = {}
             for index, (spec, opponent) in enumerate(opponents.items()):
-                match = _match_with_actions(
-                    run.env, opening(player), opponent, games, jax.random.fold_in(key, index)
-                )
-                on_match(spec, match)
+                match = kept_in_full(
+                    lambda keep, opponent=opponent, index=index: _play_match(
+                        run.env, opening(player), opponent, num_games=games,
+                        key=jax.random.fold_in(key, index), keep_actions=keep,
+                    )
+                )  # fmt: skip
+                on_games(spec, match)
                 results[spec] = match_record(match)
         label = _label(agent, simulations)
         if opening_plies:
@@ -252,18 +256,6 @@ class MatchEvaluator(_AbstractAgentEvaluator):
 
 
 _play_match = eqx.filter_jit(arena.play_match)
-
-
-def _match_with_actions(env, player, opponent, games: int, key) -> arena.MatchResult:
-    """`play_match` with every game's actions kept: played again with room for twice as
-    many where the longest game did not fit (the same games: the keys are the same)."""
-    kept = 256
-    while True:
-        match = _play_match(env, player, opponent, num_games=games, key=key, keep_actions=kept)
-        longest = int(jax.numpy.max(match.num_moves))
-        if longest <= kept:
-            return match
-        kept = 2 ** math.ceil(math.log2(longest))
 
 
 def _backgammon_points(env, player, opponents, games: int, *, seed: int):
@@ -376,10 +368,9 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
                 raise RunError(f"opponent {spec!r}: a single-player game has no opponents")
             _opponent(spec, self.env)
 
-    def evaluate_run(self, run, options, *, seed, on_match=None):
+    def evaluate_run(self, run, options, *, seed, on_games=None):
         """The agent's episodes, and those of every `--opponent` spec, played as a
         baseline on the same key."""
-        del on_match  # (no matches)
         self.check_eval(options)
         episodes = 200 if options["games"] is None else options["games"]
         agent = options["agent"] or "search"
@@ -391,8 +382,15 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
         }
         explored = self.recipe.agent(run.net, agent, options["simulations"], run.env, explore=True)
         sampled = {name: explored}
+        recorded = None
+        if on_games is not None:  # the agent's episodes, not the baselines'
+
+            def recorded(agent_name: str, played: arena.Episodes) -> None:
+                if agent_name == name:
+                    on_games(agent_name, played)
+
         results = evaluate_episodes(
-            run.env, agents, num_episodes=episodes, key=key, sampled=sampled
+            run.env, agents, num_episodes=episodes, key=key, sampled=sampled, on_episodes=recorded
         )
         lines = [f"{run.directory} at iteration {run.iteration}:", *_episodes_lines(results, "  ")]
         if isinstance(base_env(run.env), envs.Pgx2048):
@@ -443,8 +441,8 @@ class ReturnEvaluator(AbstractEvaluator):
     def check_eval(self, options):
         del options  # any number of episodes, greedy or sampled
 
-    def evaluate_run(self, run, options, *, seed, on_match=None):
-        del on_match  # (no matches)
+    def evaluate_run(self, run, options, *, seed, on_games=None):
+        del on_games  # (the policy's episodes are its recipe's, not the arena's)
         recipe = self.recipe
         greedy = recipe.eval_greedy if options["greedy"] is None else options["greedy"]
         episodes = recipe.eval_episodes if options["episodes"] is None else options["episodes"]

@@ -4,6 +4,7 @@ The records are what `metrics.jsonl` and `evals/` hold; the pictures are the run
 `learning_curve.png`.
 """
 
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -95,6 +96,20 @@ def describe_sampled(record: dict[str, Any]) -> list[str]:
 
 
 _episode_returns = eqx.filter_jit(arena.episode_returns)
+_play_episodes = eqx.filter_jit(arena.play_episodes)
+
+
+def kept_in_full(play: Callable[[int], Any]) -> Any:
+    """`play(keep_actions)`'s games ([`azx.arena.play_match`][]'s or
+    [`azx.arena.play_episodes`][]'s) with every move kept: played again with room for the
+    longest where it did not fit (the same games: the keys are the same)."""
+    kept = 256
+    while True:
+        result = play(kept)
+        longest = int(np.max(np.asarray(result.num_moves)))
+        if longest <= kept:
+            return result
+        kept = 2 ** math.ceil(math.log2(longest))
 
 
 def evaluate_episodes(
@@ -105,6 +120,7 @@ def evaluate_episodes(
     key,
     on_agent: Callable[[str], None] | None = None,
     sampled: Mapping[str, arena.AbstractAgent] | None = None,
+    on_episodes: Callable[[str, arena.Episodes], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each agent's episodes of a single-player game ([`azx.arena.episode_returns`][]),
     all from the same key: `{agent_name: record}`, each record the episodes' mean return
@@ -112,10 +128,20 @@ def evaluate_episodes(
 
     `sampled` gives the greedy agents' sampled counterparts by name: where a greedy
     agent's episodes could not differ, its record is its counterpart's, with `"player":
-    "sampled"` and the greedy return."""
+    "sampled"` and the greedy return. `on_episodes(agent_name, episodes)`, where given,
+    receives the episodes each record counts, their actions and keys kept
+    ([`azx.arena.play_episodes`][]: the same episodes)."""
 
-    def record(agent) -> dict[str, Any]:
-        returns, finished = _episode_returns(env, agent, num_games=num_episodes, key=key)
+    def record(agent, kept: dict[bool, arena.Episodes], sampled: bool) -> dict[str, Any]:
+        if on_episodes is None:
+            returns, finished = _episode_returns(env, agent, num_games=num_episodes, key=key)
+        else:
+            kept[sampled] = episodes = kept_in_full(
+                lambda keep: _play_episodes(
+                    env, agent, num_games=num_episodes, key=key, keep_actions=keep
+                )
+            )
+            returns, finished = episodes.returns, episodes.finished
         mean, low, high = mean_interval(returns)
         return {
             "episodes": num_episodes,
@@ -132,9 +158,15 @@ def evaluate_episodes(
         if on_agent is not None:
             on_agent(name)
         other = (sampled or {}).get(name)
+        kept: dict[bool, arena.Episodes] = {}
         results[name] = _judged(
-            lambda sampled: record(other if sampled else agent), other is not None, env, key
+            lambda sampled: record(other if sampled else agent, kept, sampled),
+            other is not None,
+            env,
+            key,
         )
+        if on_episodes is not None:
+            on_episodes(name, kept[results[name].get("player") == "sampled"])
     return results
 
 

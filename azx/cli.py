@@ -361,7 +361,7 @@ _EVAL = (
         Path,
         "Write each game the evaluation counts to DIR as SPEC-N.svg (an SVG animation) "
         "and SPEC-N.json (a record that azx explore --replays DIR steps through); in a "
-        "single-player game, 2 further episodes, played after the evaluation.",
+        "single-player game, the agent's episodes as episode-N.",
         shown="none",
         metavar="DIR",
     ),
@@ -408,14 +408,15 @@ def evaluate(
     except (runs.RunError, ValueError, ImportError) as error:  # (a missing env package)
         _fail(str(error))
     results = []
-    recorders = {}
+    recorders = []
     for one in loaded:
-        on_match = None
+        recorder = None
         if record is not None:
             where = record if len(loaded) == 1 else record / f"seed{one.seed}"
-            on_match = recorders[one.seed] = _recorder(one, options, where, seed)
+            recorder = _recorder(one, options, where, seed)
+            recorders.append(recorder)
         try:
-            result, name, lines = judge.evaluate_run(one, options, seed=seed, on_match=on_match)
+            result, name, lines = judge.evaluate_run(one, options, seed=seed, on_games=recorder)
         except runs.RunError as error:
             _fail(str(error))
         for line in lines:
@@ -433,45 +434,16 @@ def evaluate(
     path = json_path or run / runs.EVAL_DIR / f"{name}-{iteration}.json"
     runs.write_json(path, result)  # (a default path that cannot be written: an OSError)
     typer.echo(f"wrote {path}")
-    if record is not None:
-        _record(loaded, options, record, recorders, seed)
+    for recorder in recorders:
+        for line in recorder.lines:
+            typer.echo(line)
 
 
 def _recorder(one: runs.Run, options: dict, directory: Path, seed: int):
-    """`azx eval --record`'s writer of `one`'s evaluation games into `directory`, or None
-    for a single-player game (its episodes are played by `_record`)."""
-    from .explore._record import MatchRecorder
+    """`azx eval --record`'s writer of `one`'s evaluation games into `directory`."""
+    from .explore._record import GamesRecorder
 
-    if one.env.num_players != 2:
-        return None
-    return MatchRecorder(one, directory, seed=seed, simulations=options.get("simulations"))
-
-
-def _record(
-    loaded: list[runs.Run], options: dict, directory: Path, recorders: dict, seed: int
-) -> None:
-    """`azx eval --record DIR`'s lines: the evaluation games written, or in a
-    single-player game a few episodes, played and written by azx.explore."""
-    from .explore import record_games
-
-    for one in loaded:
-        recorder = recorders[one.seed]
-        if recorder is not None:
-            lines = recorder.lines
-        else:
-            where = directory if len(loaded) == 1 else directory / f"seed{one.seed}"
-            try:
-                lines = record_games(
-                    one,
-                    options.get("opponent") or ["random"],
-                    where,
-                    seed=seed,
-                    simulations=options.get("simulations"),
-                )
-            except (runs.RunError, ValueError) as error:
-                _fail(str(error))
-        for line in lines:
-            typer.echo(line)
+    return GamesRecorder(one, directory, seed=seed, simulations=options.get("simulations"))
 
 
 app.command("eval")(_Command(evaluate, "eval"))

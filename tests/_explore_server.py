@@ -10,6 +10,9 @@ from contextlib import contextmanager
 
 import pytest
 
+import azx
+from azx import presets
+from azx._rundir import CHECKPOINT_DIR, CONFIG_FILE, run_config, write_json
 from azx.explore import Explorer, load_explored, make_app
 
 
@@ -70,3 +73,29 @@ def position(run, seed, actions):
             state, jnp.asarray([action], jnp.int32), jax.random.split(key, 1)
         )
     return state, jax.random.fold_in(game_key, len(actions))
+
+
+SMALL = [
+    "num_envs=2", "buffer_capacity=64", "batch_size=4", "search.num_simulations=4",
+    "network_options.width=16", "network_options.depth=1",
+]  # fmt: skip
+
+
+def untrained_run(out, name: str, settings=()):
+    """The run directory `azx train` would start from for preset `name` (`pgx:GAME`:
+    the generic setup) with small sizes (and `settings`): its config.json and checkpoint
+    0."""
+    if name.startswith("pgx:"):
+        preset = presets.for_pgx_game(name.removeprefix("pgx:"))
+    else:
+        preset = presets.get(name)
+    preset = preset.changed(settings=[*SMALL, *settings])
+    _, state = preset.build(seed=0)
+    out.mkdir(parents=True)
+    write_json(out / CONFIG_FILE, run_config(preset, 0))
+    checkpoints = azx.checkpoint.Checkpointer(out / CHECKPOINT_DIR)
+    try:
+        checkpoints.save(state, step=0)
+    finally:
+        checkpoints.close()
+    return out

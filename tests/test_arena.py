@@ -20,6 +20,8 @@ from azx.arena import (
     SearchAgent,
     TicTacToeSolver,
     elo_ratings,
+    episode_returns,
+    play_episodes,
     play_match,
 )
 
@@ -232,6 +234,31 @@ def test_kept_keys_replay_the_dice():
     replayed = replayed_outcomes(env, kept, 2048)
     expected = zip(np.asarray(kept.outcome).tolist(), np.asarray(kept.num_moves).tolist())
     assert replayed == list(expected)
+
+
+def test_kept_episodes_replay_their_returns():
+    # 2048: each episode's start and each new tile come from the kept keys.
+    env, key = azx.envs.make("2048"), jax.random.key(10)
+    returns, finished = eqx.filter_jit(episode_returns)(env, RandomAgent(), num_games=3, key=key)
+    kept = eqx.filter_jit(play_episodes)(
+        env, RandomAgent(), num_games=3, key=key, keep_actions=1024
+    )
+    np.testing.assert_array_equal(kept.returns, returns)
+    np.testing.assert_array_equal(kept.finished, finished)
+    actions, num_moves = np.asarray(kept.actions), np.asarray(kept.num_moves)
+    assert int(num_moves.max()) < 1024 and np.all(np.asarray(finished))
+    played = np.arange(1024)[:, None] < num_moves[None, :]
+    assert np.all((actions >= 0) == played) and np.all(actions[~played] == -1)
+    for episode in range(3):
+        state, _, over = replay_start(env, kept.init_keys[episode])
+        total, moves = np.float32(0.0), 0
+        while not bool(over):
+            action = jnp.int32(actions[moves, episode])
+            state, rewards, over = replay_step(env, state, action, kept.step_keys[moves, episode])
+            total, moves = np.float32(total + np.asarray(rewards)[0]), moves + 1
+        assert moves == num_moves[episode] and total == returns[episode]
+    with pytest.raises(ValueError, match="keep_actions"):
+        play_episodes(env, RandomAgent(), num_games=2, key=key, keep_actions=0)
 
 
 def test_random_agent_plays_only_legal_moves():

@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _cli import azx_cli, one_line_error
-from _explore_server import explorer_server, position, request
+from _explore_server import explorer_server, position, request, untrained_run
 
 import azx
 import azx.explore
@@ -280,28 +280,47 @@ def test_eval_record_is_checked_before_the_evaluation(trained, tmp_path):
     one_line_error(azx_cli("eval", "--run", trained, "--record", tmp_path / "file"), "--record")
 
 
+def recorded_eval(run, options, tmp_path, out):
+    """`azx eval` of `run` with `options` and `--record out`: its output and saved result,
+    checked to be what the same evaluation without `--record` prints and saves (the same
+    games)."""
+    plain = azx_cli("eval", "--run", run, *options, "--json", tmp_path / "plain.json")
+    assert plain.exit_code == 0, plain.output
+    result = azx_cli(
+        "eval", "--run", run, *options, "--json", tmp_path / "result.json", "--record", out
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(plain.output.replace("plain.json", "result.json"))
+    saved = json.loads((tmp_path / "result.json").read_text())
+    assert saved == json.loads((tmp_path / "plain.json").read_text())
+    return result.output, saved
+
+
+def opened_replays(run, out):
+    """Every record in `out` as `azx explore` opens it, with `run` served: `(game,
+    record)` pairs, each game checked to replay its record's moves to its result."""
+    explorer = azx.explore.Explorer(azx.explore.load_explored([run]), sorted(out.glob("*.json")))
+    opened = []
+    for index, replay in enumerate(explorer.replays):
+        game = explorer.game(explorer.open_replay(index))
+        assert game.actions == replay["actions"] and game.result() == replay["result"]
+        opened.append((game, replay))
+    return opened
+
+
 def test_eval_record_writes_the_games_the_evaluation_counts(trained, tmp_path):
     out = tmp_path / "replays"
     specs, games = ("random",), 4
     options = ["--games", games, "--opponent", "random"]
     options += ["--simulations", SIMULATIONS]
-    plain = azx_cli("eval", "--run", trained, *options, "--json", tmp_path / "plain.json")
-    assert plain.exit_code == 0, plain.output
-    result = azx_cli(
-        "eval", "--run", trained, *options, "--json", tmp_path / "result.json", "--record", out
-    )
-    assert result.exit_code == 0, result.output
-    # The same games: what is printed and saved is what the evaluation without --record gives.
-    assert result.output.startswith(plain.output.replace("plain.json", "result.json"))
-    saved = json.loads((tmp_path / "result.json").read_text())
-    assert saved == json.loads((tmp_path / "plain.json").read_text())
+    output, saved = recorded_eval(trained, options, tmp_path, out)
     assert sorted(path.name for path in out.iterdir()) == sorted(
         f"{spec}-{index}.{kind}"
         for spec in specs
         for index in range(games)
         for kind in ("json", "svg")
     )
-    assert result.output.count("recorded the 4 games vs ") == 1
+    assert output.count("recorded the 4 games vs ") == 1
     for spec in specs:
         records = [json.loads((out / f"{spec}-{index}.json").read_text()) for index in range(games)]
         outcome = {"azx wins.": 0, "Draw.": 1, f"{spec} wins.": 2}
@@ -318,14 +337,7 @@ def test_eval_record_writes_the_games_the_evaluation_counts(trained, tmp_path):
         assert all(record["opponent"] == spec for record in records)
         animation = (out / f"{spec}-0.svg").read_text()
         assert animation.count('id="_fr') == len(records[0]["actions"]) + 1
-    # azx explore opens them.
-    explorer = azx.explore.Explorer(
-        azx.explore.load_explored([trained]), sorted(out.glob("*.json"))
-    )
-    assert len(explorer.replays) == games
-    for index, replay in enumerate(explorer.replays):
-        game = explorer.game(explorer.open_replay(index))
-        assert game.actions == replay["actions"] and game.result() == replay["result"]
+    assert len(opened_replays(trained, out)) == games
     # Each record holds its game's keys: one for the start and one for each move.
     record = json.loads((out / "random-0.json").read_text())
     assert len(record["step_keys"]) == len(record["actions"]) and len(record["init_key"]) == 2
@@ -338,3 +350,25 @@ def test_eval_record_writes_the_games_the_evaluation_counts(trained, tmp_path):
 def test_a_missing_extra_is_one_line_naming_it(trained, monkeypatch):
     monkeypatch.setitem(sys.modules, "starlette.applications", None)
     one_line_error(azx_cli("explore", "--run", trained), 'pip install "azx[explore]"')
+
+
+@pytest.mark.slow  # 2048's search with chance nodes compiles, twice: 90 s
+def test_eval_record_writes_the_episodes_the_evaluation_counts(tmp_path):
+    trained = untrained_run(tmp_path / "run", "2048", ["buffer_capacity=1024"])
+    out, episodes = tmp_path / "replays", 4
+    output, saved = recorded_eval(trained, ["--games", episodes, "--simulations", 4], tmp_path, out)
+    assert sorted(path.name for path in out.iterdir()) == sorted(
+        f"episode-{index}.{kind}" for index in range(episodes) for kind in ("json", "svg")
+    )
+    assert output.count(f"recorded the {episodes} episodes of ") == 1
+    records = [json.loads((out / f"episode-{index}.json").read_text()) for index in range(episodes)]
+    (counted,) = saved["results"].values()
+    returns = np.asarray([record["return"] for record in records], np.float32)
+    np.testing.assert_allclose(returns.min(), counted["return_min"], rtol=1e-6)
+    np.testing.assert_allclose(returns.max(), counted["return_max"], rtol=1e-6)
+    np.testing.assert_allclose(returns.mean(), counted["return_mean"], rtol=1e-6)
+    assert all(record["opponent"] is None for record in records)
+    opened = opened_replays(trained, out)
+    assert len(opened) == episodes
+    for game, replay in opened:  # each to its return, frame by frame
+        assert game.frame(len(game.actions))["return"] == pytest.approx(replay["return"])

@@ -2,6 +2,8 @@
 is the run's own evaluation's (`run.play_episodes` with the same key, one episode), frame
 by frame with the return so far."""
 
+import json
+
 import jax
 import pytest
 from _cli import azx_cli
@@ -105,3 +107,22 @@ def test_the_page_shows_each_episode_frame_by_frame(trained_runs):
                 status, answer = request(port, method, path, body)
                 assert status in (400, 404) and answer["error"], (path, answer)
         assert len(explorer.games) == len(presets)
+
+
+def test_eval_record_writes_a_muzero_run_s_counted_episodes(trained_runs, tmp_path):
+    run, out = trained_runs("muzero_cartpole"), tmp_path / "replays"
+    result = azx_cli(
+        "eval", "--run", run, "--games", 2, "--json", tmp_path / "r.json", "--record", out
+    )
+    assert result.exit_code == 0, result.output
+    # CartPole has no pgx drawing: the records alone, each replaying to its counted return.
+    assert sorted(path.name for path in out.iterdir()) == ["episode-0.json", "episode-1.json"]
+    (counted,) = json.loads((tmp_path / "r.json").read_text())["results"].values()
+    returns = [json.loads((out / f"episode-{i}.json").read_text())["return"] for i in range(2)]
+    assert sum(returns) / 2 == pytest.approx(counted["return_mean"])
+    with explorer_server([run], sorted(out.glob("*.json"))) as (explorer, port):
+        status, game = request(port, "POST", "/api/replays", {"replay": 1})
+        assert status == 200 and game["return"] == pytest.approx(returns[1]), game
+    # A PPO run's episodes are its policy's own, not an arena agent's: refused.
+    ppo = azx_cli("eval", "--run", trained_runs("ppo_cartpole"), "--record", out)
+    assert ppo.exit_code == 2 and "--record" in ppo.output

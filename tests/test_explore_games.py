@@ -6,38 +6,13 @@ number and refuses an illegal one."""
 
 import equinox as eqx
 import pytest
-from _explore_server import explorer_server, position, request
+from _explore_server import explorer_server, position, request, untrained_run
 
 import azx
-from azx import presets
-from azx._rundir import CHECKPOINT_DIR, CONFIG_FILE, run_config, write_json
 from azx.explore import Moves
 
 
 SIMULATIONS = 4
-SMALL = [
-    "num_envs=2", "buffer_capacity=64", "batch_size=4", "search.num_simulations=4",
-    "network_options.width=16", "network_options.depth=1",
-]  # fmt: skip
-
-
-def untrained_run(out, name: str):
-    """The run directory `azx train` would start from for preset `name` (`pgx:GAME`:
-    the generic setup) with small sizes: its config.json and checkpoint 0."""
-    if name.startswith("pgx:"):
-        preset = presets.for_pgx_game(name.removeprefix("pgx:"))
-    else:
-        preset = presets.get(name)
-    preset = preset.changed(settings=SMALL)
-    _, state = preset.build(seed=0)
-    out.mkdir(parents=True)
-    write_json(out / CONFIG_FILE, run_config(preset, 0))
-    checkpoints = azx.checkpoint.Checkpointer(out / CHECKPOINT_DIR)
-    try:
-        checkpoints.save(state, step=0)
-    finally:
-        checkpoints.close()
-    return out
 
 
 @pytest.mark.slow  # a game's search and steps compile: 15 to 40 s each

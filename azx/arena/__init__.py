@@ -33,7 +33,11 @@ from ._pubeval import (
     PubevalAgent as PubevalAgent,
     pubeval_score as pubeval_score,
 )
-from ._returns import episode_returns as episode_returns
+from ._returns import (
+    Episodes as Episodes,
+    episode_returns as episode_returns,
+    play_episodes as play_episodes,
+)
 from ._rollout import RolloutMCTSAgent as RolloutMCTSAgent
 from ._solver import TicTacToeSolver as TicTacToeSolver
 from ._value_move import ValueMoveAgent as ValueMoveAgent

@@ -13,7 +13,7 @@ from ..envs._pgx_chance import _slides
 from ..envs._wrappers import AbstractEnvWrapper, AbstractScaleRewards
 from ._agent import AbstractAgent, _Stateless, _stateless, legal_mask, require_game
 from ._match import mean_interval
-from ._returns import play_episodes
+from ._returns import episodes_with_states
 
 
 #: The depths [`azx.arena.Expectimax2048Agent`][] plays: its tree has (4 * 32)^depth
@@ -230,7 +230,7 @@ def evaluate_2048(
     """
     require_game("evaluate_2048", env, "2048")
     check_positive_int("max_moves", max_moves)
-    score, finished, state = play_episodes(
+    score, finished, state, _ = episodes_with_states(
         env, agent, num_games=num_games, key=key, max_moves=max_moves
     )
     largest = jnp.left_shift(1, jnp.max(state._board, axis=-1)).astype(jnp.int32)

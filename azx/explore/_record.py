@@ -1,10 +1,10 @@
-"""`azx eval --record DIR`: the games of a run's agent against the evaluation's opponents
-(episodes, in a single-player game) written as pgx SVG animations and as small JSON
+"""`azx eval --record DIR`: the games of a run's agent that the evaluation counts (its
+episodes, in a single-player game) written as pgx SVG animations and as small JSON
 records that `azx explore --replays DIR` steps through with the search's analysis.
 
-In a two-player game the games written are those the evaluation counts (`MatchRecorder`),
-each with the keys of its start and steps, so that its dice (backgammon's) come again;
-single-player episodes are played by `record_games`, a few of its own."""
+Each record keeps the keys of its game's start and steps, so that the game's chance
+(backgammon's dice, 2048's tiles) comes again when it is replayed (`GamesRecorder`).
+`record_games` plays and writes a few new games of its own."""
 
 import dataclasses
 import re
@@ -72,14 +72,16 @@ def _write(game: Game, path: Path) -> None:
 
 
 @dataclasses.dataclass
-class MatchRecorder:
-    """An evaluation's `on_match` that writes every game of each match it counts, as
-    `SPEC-N.svg` and `SPEC-N.json` (`N`: the game's index in the match; the agent moves
-    first in the first half), and keeps the lines to print.
+class GamesRecorder:
+    """An evaluation's `on_games` that writes every game it counts, as `SPEC-N.svg` and
+    `SPEC-N.json` (`N`: the game's index in the match, the agent moving first in the
+    first half; in a single-player game `episode-N`), and keeps the lines to print.
 
-    Each record replays the game's moves with its own keys (`MatchResult.init_keys` and
-    `step_keys`); `azx explore` analyses the agent's moves with the search of
-    `simulations` simulations (the run's own, by default) and the keys of `seed`."""
+    Each record replays the game's moves with its own keys (the `init_keys` and
+    `step_keys` of an [`azx.arena.MatchResult`][] or [`azx.arena.Episodes`][]), and one
+    that does not end as it was counted is refused; `azx explore` analyses the agent's
+    moves with the search of `simulations` simulations (the run's own, by default) and
+    the keys of `seed`."""
 
     run: Run
     directory: Path
@@ -87,36 +89,65 @@ class MatchRecorder:
     simulations: int | None = None
     lines: list[str] = dataclasses.field(default_factory=list)
 
-    def __call__(self, spec: str, match: arena.MatchResult) -> None:
+    def __call__(self, spec: str, games: arena.MatchResult | arena.Episodes) -> None:
         explored = ExploredRun(name=self.run.directory.name, run=self.run, group=0)
         simulations = self.simulations
         if simulations is None:
             simulations = self.run.search().num_simulations
         self.directory.mkdir(parents=True, exist_ok=True)
-        stem = _file_name(spec)
-        actions = np.asarray(match.actions)
+        match = isinstance(games, arena.MatchResult)
+        stem = _file_name(spec) if match else "episode"
+        actions = np.asarray(games.actions)
         outcomes = {1: 0, 0: 0, -1: 0}
-        for index in range(match.num_games):
-            moves = int(match.num_moves[index])
+        for index in range(int(games.num_moves.shape[0])):
+            moves = int(games.num_moves[index])
             game = Game(
                 explored,
-                human_first=not bool(match.a_moved_first[index]),
+                human_first=match and not bool(games.a_moved_first[index]),
                 seed=self.seed,
                 simulations=simulations,
-                init_key=match.init_keys[index],
+                init_key=games.init_keys[index],
             )
-            step_keys = [match.step_keys[move, index] for move in range(moves)]
+            step_keys = [games.step_keys[move, index] for move in range(moves)]
             game.replay([int(a) for a in actions[:moves, index]], spec, step_keys)
-            if _outcome(game) != int(match.outcome[index]):
-                raise RunError(
-                    f"game {index} against {spec} does not replay from its moves and keys "
-                    f"({game.result()!r}, counted {int(match.outcome[index]):+d})"
-                )
-            outcomes[_outcome(game)] += 1
+            if match:
+                outcomes[_check_outcome(game, games, index, spec)] += 1
+            else:
+                _check_return(game, games, index)
             _write(game, self.directory / f"{stem}-{index}")
-        self.lines.append(
-            f"recorded the {match.num_games} games vs {spec} ({outcomes[1]}/{outcomes[0]}/"
-            f"{outcomes[-1]}): {self.directory / stem}-0.json to -{match.num_games - 1}.json"
+        last = f"{self.directory / stem}-0.json to -{index}.json"
+        if match:
+            counts = "/".join(str(outcomes[outcome]) for outcome in (1, 0, -1))
+            self.lines.append(f"recorded the {index + 1} games vs {spec} ({counts}): {last}")
+        else:
+            mean = float(np.mean(np.asarray(games.returns)))
+            self.lines.append(
+                f"recorded the {index + 1} episodes of {spec} (return {mean:.1f}): {last}"
+            )
+
+
+def _check_outcome(game: Game, match: arena.MatchResult, index: int, spec: str) -> int:
+    """`game`'s outcome for the agent, if it is the one counted (`RunError` otherwise)."""
+    outcome = _outcome(game)
+    if outcome != int(match.outcome[index]):
+        raise RunError(
+            f"game {index} against {spec} does not replay from its moves and keys "
+            f"({game.result()!r}, counted {int(match.outcome[index]):+d})"
+        )
+    return outcome
+
+
+def _check_return(game: Game, episodes: arena.Episodes, index: int) -> None:
+    """`RunError` unless episode `game` ends, and returns, as the one counted (its
+    rewards summed in float32 one after another, as the evaluation sums them)."""
+    total = np.float32(0.0)
+    for reward in game.rewards:
+        total = np.float32(total + np.float32(reward))
+    counted = float(episodes.returns[index])
+    if float(total) != counted or game.over() != bool(episodes.finished[index]):
+        raise RunError(
+            f"episode {index} does not replay from its moves and keys (return {float(total)}, "
+            f"counted {counted})"
         )
 
 
