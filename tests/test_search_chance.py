@@ -3,6 +3,8 @@ and against searching the same game by sampling one outcome per expansion."""
 
 import dataclasses
 import functools
+import pathlib
+import sys
 
 import equinox as eqx
 import jax
@@ -13,6 +15,11 @@ from _tiers import slow_repeats
 
 import azx
 from azx.envs import AbstractChanceEnv
+
+
+# `pytest` puts tests/ on the path, not the repository root with the benchmarks package.
+sys.path.append(str(pathlib.Path(__file__).parents[1]))
+from benchmarks.stochastic_dice import race_states  # noqa: E402
 
 
 # The dice race's rules written again: the exact values below are the searches' reference
@@ -46,14 +53,6 @@ def exact_value(game, position: int, moves: int) -> float:
 def exact_q(game, position: int, moves: int, action: int) -> float:
     """A move's expectimax Q: its expected return with best play after it."""
     return expectimax_q(game, position, moves, action, functools.partial(exact_value, game))
-
-
-def race_states(game: azx.envs.DiceRace, positions, moves):
-    """A batch of the race's states, not over, at the given squares and move counts."""
-    start = game.init(jax.random.key(0))
-    return jax.vmap(lambda p, m: eqx.tree_at(lambda s: (s.position, s.moves), start, (p, m)))(
-        jnp.asarray(positions, jnp.int32), jnp.asarray(moves, jnp.int32)
-    )
 
 
 def uniform_net(observation):

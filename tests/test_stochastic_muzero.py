@@ -2,6 +2,9 @@
 mctx's stochastic policy on the same model, and a model made exact (the dice game itself)
 against the search over the true chance model and exact expectimax values."""
 
+import pathlib
+import sys
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -9,11 +12,16 @@ import numpy as np
 import pytest
 from _four_devices import run_script
 from _tiers import slow_repeats
-from test_search_chance import exact_q, race_states
+from test_search_chance import exact_q
 
 import azx
 import azx.muzero as mz
 from azx.search import ILLEGAL_LOGIT, PUCT, MctxPUCT, PUCTRoot
+
+
+# `pytest` puts tests/ on the path, not the repository root with the benchmarks package.
+sys.path.append(str(pathlib.Path(__file__).parents[1]))
+from benchmarks.stochastic_dice import judge_dice_race, race_states  # noqa: E402
 
 
 BATCH = 8
@@ -371,33 +379,13 @@ def test_the_dice_preset_trains_by_seeds_checkpoints_and_evaluates(tmp_path):
     assert result.exit_code == 0, result.output
 
 
-def _judge_dice_race(env, net, search):
-    """The fraction of the race's reachable positions where the choice matters (the moves'
-    exact Q at least 0.01 apart) in which `search` over `net`'s learned model plays a best
-    move, and the fraction where always rolling does."""
-    q = azx.envs.dice_race_q(env)
-    reached = {0}
-    rows = []
-    for moves in range(env.moves):
-        rows += [(position, moves) for position in sorted(reached) if position < env.goal]
-        reached = {p + a for p in reached for a in (1, 0, 2, 4)}
-    position, moves = (np.asarray(x) for x in zip(*rows, strict=True))
-    margin = np.abs(q[position, moves, 0] - q[position, moves, 1])
-    best = q[position, moves].argmax(-1)
-    matters = margin >= 0.01
-    states = race_states(env, position[matters], moves[matters])
-    keys = jax.random.split(jax.random.key(0), int(matters.sum()))
-    action = eqx.filter_jit(mz.stochastic_search_states)(search, net, env, states, key=keys).action
-    return float(np.mean(np.asarray(action) == best[matters])), float(np.mean(best[matters] == 1))
-
-
 # Trains the preset for its 300 iterations, seed 0: minutes on a 2-core CPU.
 @pytest.mark.slow
 def test_the_dice_preset_searches_for_best_moves(tmp_path):
     azx.run.train(tmp_path / "run", preset="stochastic_muzero_dice", quiet=True, eval_every=300)
     run = azx.load_run(tmp_path / "run")
     search = run.preset.recipe.make_eval_search()
-    optimal, always_roll = _judge_dice_race(run.env, run.state.net, search)
+    optimal, always_roll, _ = judge_dice_race(run.env, run.state.net, search)
     print(f"a best move in {optimal:.3f} of the positions (always rolling: {always_roll:.3f})")
     # Better than always rolling (27 of the 31 positions): 28 here. The search over the
     # true model plays a best move in 95% of them; the learned model's does in some runs
