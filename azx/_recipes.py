@@ -28,11 +28,6 @@ class AbstractAgentRecipe(AbstractRecipe):
 
     agent_kinds: ClassVar[tuple[str, ...]]
     """The arena agents a trained network plays as (`azx eval --agent`)."""
-    field_types: ClassVar[dict[str, tuple[str, ...]]] = {
-        "str": ("search",),
-        "dict": ("search_options", "eval_search"),
-        "strings": ("eval_opponents", "eval_agents"),
-    }
     train_options: ClassVar[tuple[Option, ...]] = (
         Option(
             "eval_games",
@@ -127,7 +122,7 @@ class AbstractAgentRecipe(AbstractRecipe):
 
     def check(self) -> None:
         """`ValueError` for settings that do not fit together (at construction)."""
-        check_types(vars(self), **self.field_types)
+        check_types(vars(self), type(self))
         check_positive_int("eval_games", self.eval_games)
         bad = set(self.eval_agents) - set(self.agent_kinds)
         if bad:

@@ -134,7 +134,6 @@ class ReinforceRecipe(presets.AbstractPolicyRecipe):
     config_class: ClassVar[type] = Config
     schedule: ClassVar[str | None] = None
     networks: ClassVar[tuple[str, ...]] = ("actor_critic",)
-    field_types: ClassVar[dict[str, tuple[str, ...]]] = {"bool": ("eval_greedy",)}
 
     eval_episodes: int = 8
     eval_greedy: bool = False
