@@ -188,16 +188,12 @@ def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:
     return search.make(kind, options.pop("num_simulations"), **options)
 
 
-def base_env(env: envs.AbstractEnv) -> envs.AbstractEnv:
-    """The game under `env`'s wrappers (which change only what is read from a state)."""
-    while isinstance(env, envs.AbstractEnvWrapper):
-        env = env.env
-    return env
+base_env = envs.unwrap  # (the name `_evaluators` imports)
 
 
 def check_full_move(env: envs.AbstractEnv, what: str, error: type[Exception]) -> None:
     """`error` unless `env` is backgammon, the one game of the full-move agent."""
-    if not isinstance(base_env(env), envs.PgxBackgammon):
+    if not isinstance(envs.unwrap(env), envs.PgxBackgammon):
         raise error(
             f"{what} (the value over the roll's whole moves) plays backgammon; "
             f"this game is {env.name!r}"
