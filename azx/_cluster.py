@@ -184,12 +184,6 @@ def same_everywhere(settings: dict[str, Any]) -> None:
         )
 
 
-def sync(name: str) -> None:
-    """Wait until every process gets here (nothing to wait for with one process)."""
-    if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(name)
-
-
 def agree(interrupted: bool, save_due: bool) -> tuple[bool, bool]:
     """With several processes, one decision for all: stop if any process was interrupted,
     save on time when process 0's clock says so."""

@@ -21,7 +21,7 @@ import equinox as eqx
 import jax
 
 from . import parallel, presets
-from ._cluster import agree, same_everywhere, sync
+from ._cluster import agree, same_everywhere
 from ._errors import one_line
 from ._evaluators import evaluator
 from ._preset import RECIPES, Option
@@ -431,14 +431,14 @@ def _prepare(out: Path, config, directories: dict[int, Path], state, resume: boo
         ]
     # With several processes, process 0 alone writes the run's files (checkpoints aside:
     # every process writes its part of them), once every process has checked everything.
-    sync(f"azx: {out} checked")
+    parallel.sync(f"azx: {out} checked")
     if stacked and jax.process_index() == 0:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / CONFIG_FILE, config)
     for (seed, directory), (part, records, _) in zip(directories.items(), restored):
         own = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
         _write_start(directory, own if stacked else config, records, int(part.iteration), resume)
-    sync(f"azx: {out} prepared")
+    parallel.sync(f"azx: {out} prepared")
     states, records, elapsed = zip(*restored)
     state = presets.stack_seeds(states) if stacked else states[0]
     if mesh is not None and stacked:
