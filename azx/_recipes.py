@@ -123,6 +123,10 @@ class AbstractAgentRecipe(AbstractRecipe):
     def check(self) -> None:
         """`ValueError` for settings that do not fit together (at construction)."""
         check_types(vars(self), type(self))
+        if "num_simulations" not in self.search_options:
+            raise ValueError(
+                f"search_options must give num_simulations, got {self.search_options!r}"
+            )
         check_positive_int("eval_games", self.eval_games)
         bad = set(self.eval_agents) - set(self.agent_kinds)
         if bad:

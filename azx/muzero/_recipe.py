@@ -32,10 +32,6 @@ class _AbstractMuZeroRecipe(AbstractAgentRecipe):
 
     def __post_init__(self):
         self.check()
-        if "num_simulations" not in self.search_options:
-            raise ValueError(
-                f"search_options must give num_simulations, got {self.search_options!r}"
-            )
 
     def record(self, trainer, state, history, rate):
         return (
