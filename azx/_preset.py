@@ -289,25 +289,18 @@ class Preset(Generic[RecipeT]):
         return trainer, trainer.init(self.make_network(env, key=net_key), key=run_key)
 
     def build_seeds(self, seeds: Sequence[int], *, vmap: bool = True) -> tuple[Any, Any]:
-        """The trainer and the initial states of several seeds, stacked along a leading
-        axis of size `len(seeds)` ([`azx.presets.stack_seeds`][]): independent agents
-        that train as one program, every seed at once under `vmap` or one after another
-        ([`azx.parallel.over_seeds`][]).
+        """The trainer and the initial states of several seeds (each its
+        `build(seed=...)`), stacked along a leading axis of size `len(seeds)`
+        ([`azx.presets.stack_seeds`][]): independent agents that train as one program,
+        every seed at once under `vmap` (with the recipe's trainer for batched seeds) or
+        one after another ([`azx.parallel.over_seeds`][]). One after another, a seed
+        equals its own run bit for bit; under `vmap`, within float tolerance.
 
             vmap = preset.vmaps_seeds()
             trainer, states = preset.build_seeds(range(8), vmap=vmap)
             train = azx.parallel.over_seeds(trainer.train, vmap=vmap)
             states = eqx.filter_jit(train)(states, 100)
             state_of_seed_3 = azx.presets.take_seed(states, 3)
-
-        Each seed's state is its `build(seed=...)`. Trained one after another, a seed
-        equals its own run bit for bit; under `vmap`, within float tolerance: batching
-        changes the order in which XLA sums (on the CPU, about 1e-6 apart after a few
-        iterations).
-
-        With `vmap`, the trainer is the recipe's form for batched seeds (AlphaZero's
-        search on its lockstep kernels, which batch under `vmap`; the same search bit for
-        bit).
 
         **Raises:** `ValueError` if `seeds` is empty.
         """
