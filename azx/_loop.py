@@ -24,6 +24,7 @@ from . import parallel, presets
 from ._cluster import agree, same_everywhere
 from ._errors import one_line
 from ._evaluators import evaluator
+from ._files import write_atomic
 from ._preset import RECIPES, Option
 from ._report import plot_seeds
 from ._rundir import (
@@ -43,7 +44,6 @@ from ._rundir import (
     resumable_config,
     run_config,
     seed_directories,
-    write_atomic,
     write_json,
 )
 from ._trackers import check_trackers, open_trackers

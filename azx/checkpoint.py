@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import parallel
+from ._files import write_atomic
 from ._validate import check_positive_int
 
 
@@ -289,13 +290,7 @@ def _write_manifest(step_dir: Path) -> None:
     # a different number. The CRC-32 of every file, written once the checkpoint is
     # complete (atomically: a crash leaves no manifest, and the checkpoint unverified),
     # lets a restore tell.
-    files = _files(step_dir)
-    temporary = step_dir / f".{_MANIFEST}.tmp"
-    with open(temporary, "w") as file:
-        json.dump(files, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, step_dir / _MANIFEST)
+    write_atomic(step_dir / _MANIFEST, json.dumps(_files(step_dir)))
 
 
 def _check_manifest(step_dir: Path) -> str | None:
