@@ -54,7 +54,9 @@ class Option:
 
 class AbstractRecipe(abc.ABC):
     """One algorithm as the application builds it. Concrete recipes are frozen
-    dataclasses whose fields are the algorithm's own preset settings."""
+    dataclasses whose fields are the algorithm's own preset settings (those annotated
+    `str`, `bool`, `dict[...]` or `tuple[str, ...]` are type-checked as a `config.json` is
+    read back)."""
 
     name: ClassVar[str]
     """The algorithm's name in `config.json` (`"algorithm"`) and in messages."""
