@@ -109,7 +109,7 @@ class AbstractRecipe(abc.ABC):
 
 class AbstractPolicyRecipe(AbstractRecipe):
     """An algorithm whose trained policy is judged by the return of its own episodes
-    (`play_episodes`), with no arena agent."""
+    (`play_episodes`), with no arena agent; its seeds train together under `vmap`."""
 
     train_options: ClassVar[tuple[Option, ...]] = (
         Option("eval_episodes", int, "Episodes per evaluation.", field="eval_episodes", minimum=1),
@@ -127,6 +127,12 @@ class AbstractPolicyRecipe(AbstractRecipe):
     """Episodes per evaluation in `azx train` (and the default of `azx eval`)."""
     eval_greedy: bool
     """Evaluate the policy's most likely action instead of sampling it."""
+
+    def vmaps_seeds(self, platform: str) -> bool:
+        return True  # a policy's training is array code, which batches on every platform
+
+    def for_seeds(self, trainer):
+        return trainer
 
 
 RECIPES: dict[str, type[AbstractRecipe]] = {}

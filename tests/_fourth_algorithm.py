@@ -158,12 +158,6 @@ class ReinforceRecipe(presets.AbstractPolicyRecipe):
         greedy = self.eval_greedy if greedy is None else greedy
         return _play(trainer.env, state.net, num_episodes=num_episodes, key=key, greedy=greedy)
 
-    def vmaps_seeds(self, platform):
-        return True
-
-    def for_seeds(self, trainer):
-        return trainer
-
 
 PRESET = presets.Preset(
     name="reinforce_cartpole",

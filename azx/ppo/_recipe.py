@@ -74,12 +74,6 @@ class PPORecipe(AbstractPolicyRecipe):
             action_distribution=trainer.config.action_distribution,
         )
 
-    def vmaps_seeds(self, platform: str) -> bool:
-        return True
-
-    def for_seeds(self, trainer):
-        return trainer
-
 
 _evaluate = eqx.filter_jit(evaluate)
 
