@@ -89,16 +89,14 @@ def join(
     given = {"coordinator": coordinator, "num_processes": num_processes, "process_id": process_id}
     if all(value is None for value in given.values()):
         tasks = _launched_tasks()
-        if tasks is not None:
-            _initialize(
-                lambda: (
-                    f"the {tasks} processes of this cluster job did not all join within "
-                    f"{timeout:g} s (`join_timeout`)"
-                ),
-                timeout,
-                on_timeout,
-            )
-        return tasks is not None
+        if tasks is None:
+            return False
+        message = (
+            f"the {tasks} processes of this cluster job did not all join within {timeout:g} s "
+            "(`join_timeout`)"
+        )
+        _initialize(lambda: message, timeout, on_timeout)
+        return True
     missing = ", ".join(f"`{name}`" for name, value in given.items() if value is None)
     if missing:
         raise RunError(
@@ -182,12 +180,6 @@ def same_everywhere(settings: dict[str, Any]) -> None:
             f"process {listed} was started with other settings than process 0: every process "
             "needs the same preset, seed, options and `resume`"
         )
-
-
-def sync(name: str) -> None:
-    """Wait until every process gets here (nothing to wait for with one process)."""
-    if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(name)
 
 
 def agree(interrupted: bool, save_due: bool) -> tuple[bool, bool]:

@@ -21,9 +21,10 @@ import equinox as eqx
 import jax
 
 from . import parallel, presets
-from ._cluster import agree, same_everywhere, sync
+from ._cluster import agree, same_everywhere
 from ._errors import one_line
 from ._evaluators import evaluator
+from ._files import write_atomic
 from ._preset import RECIPES, Option
 from ._report import plot_seeds
 from ._rundir import (
@@ -43,7 +44,6 @@ from ._rundir import (
     resumable_config,
     run_config,
     seed_directories,
-    write_atomic,
     write_json,
 )
 from ._trackers import check_trackers, open_trackers
@@ -148,7 +148,7 @@ class _Reporter:
         from rich import console, progress as bar
 
         self.total = total
-        self.kind = ""
+        self.shown = ""
         self.last_line = time.perf_counter()
         self.console = console.Console(stderr=True, quiet=quiet)
         self.interactive = self.console.is_terminal
@@ -183,10 +183,10 @@ class _Reporter:
         self.progress.update(self.task, phase=f"{text}…" if text else "")
         # Off a terminal there is no bar to show it: the start of a compile or of each
         # evaluation match, the long waits, becomes a line.
-        kind = text.split(" ")[0]
-        if kind in ("compiling", "evaluating") and text != self.kind and not self.interactive:
+        waits = text.startswith(("compiling", "evaluating"))
+        if waits and text != self.shown and not self.interactive:
             self.log(f"{text}…")
-        self.kind = text
+        self.shown = text
 
     def advance(self, iteration: int, info: str, eta_seconds: float | None) -> None:
         self.progress.update(self.task, completed=iteration, info=info, eta=_clock(eta_seconds))
@@ -214,16 +214,15 @@ class _Clock:
 
     training_seconds: float = 0.0
     trained: int = 0
-    evaluation_seconds: float | None = None
+    evaluation_seconds: float = 0.0
 
     def remaining(self, iteration: int, total: int, eval_every: int) -> float | None:
         if not self.trained:
             return None
         evaluations = total // eval_every - iteration // eval_every
         evaluations += total % eval_every != 0  # the final one
-        per_evaluation = self.evaluation_seconds or 0.0
         per_iteration = self.training_seconds / self.trained
-        return (total - iteration) * per_iteration + evaluations * per_evaluation
+        return (total - iteration) * per_iteration + evaluations * self.evaluation_seconds
 
 
 def train(
@@ -240,39 +239,33 @@ def train(
     **options: Any,
 ) -> Run | list[Run]:
     """Train a preset into the run directory `out`: what `azx train` does, each argument
-    as its flag (`settings` is `--set`), described in full in docs/cli.md.
+    as its flag (`settings` is `--set`); docs/cli.md describes it in full.
 
-    Logs `metrics.jsonl` every `log_every` iterations, evaluates and checkpoints every
-    `eval_every` (and at least every five minutes, and at the end; the untrained agent as
-    iteration 0), and draws `learning_curve.png`. A first Ctrl-C saves a checkpoint and
-    raises [`azx.run.TrainingInterrupted`][]; `resume=True` continues from the newest
-    readable checkpoint exactly as if the run had not stopped (a damaged one is moved
-    aside into `checkpoints/unreadable/` with an
-    [`azx.checkpoint.DamagedCheckpointWarning`][]).
+    Logs `metrics.jsonl` every `log_every` iterations; evaluates and checkpoints every
+    `eval_every` (also at least every five minutes, at the end, and the untrained agent as
+    iteration 0); draws `learning_curve.png`. A first Ctrl-C saves a checkpoint and raises
+    [`azx.run.TrainingInterrupted`][]; `resume=True` continues from the newest readable
+    checkpoint as if the run had not stopped.
 
-    `preset` is a name of [`azx.presets.names`][] or `"pgx:<game>"`
-    ([`azx.presets.for_pgx_game`][]); `env` trains it on another environment of the same
-    kind (without `preset`, it picks the preset that plays `env`). `options` are the
-    training options (`TRAIN_OPTIONS` and the recipe's `train_options`: `iterations`,
-    `eval_every`, `log_every`, `eval_games`, `opponents`, `eval_episodes`), `None` for the
-    preset's (or, with `resume`, the run's). `settings` are `KEY=VALUE` changes of the
-    preset ([`azx.presets.Preset.changed`][]). `config.json`
-    records the preset as changed; `resume` continues it. `log` names trackers
-    (`"tensorboard"`, `"wandb"`). `seeds` > 1 trains that many seeds from `seed` as one
-    program, each in `out/seed<S>` ([`azx.presets.Preset.vmaps_seeds`][]). Every device
-    JAX sees trains ([`azx.parallel.sharded_train`][]); with several processes each calls
-    `train` with the same arguments, and process 0 writes the files.
+    `preset`: a name of [`azx.presets.names`][] or `"pgx:<game>"`; `env`: another
+    environment of the same kind (without `preset`, the preset that plays it); `options`:
+    the training options (`TRAIN_OPTIONS` and the recipe's `train_options`), `None` for
+    the preset's (with `resume`, the run's); `settings`: `KEY=VALUE` changes
+    ([`azx.presets.Preset.changed`][]); `log`: trackers (`"tensorboard"`, `"wandb"`);
+    `seeds` > 1: that many seeds from `seed` as one program, each in `out/seed<S>`. Every
+    device JAX sees trains; with several processes each calls `train` with the same
+    arguments, and process 0 writes the files.
 
     **Returns:** the trained [`azx.run.Run`][] (with `seeds` > 1, a list of each seed's).
 
-    **Raises:** [`azx.run.RunError`][] for an unknown preset, env, option or setting,
-    games that do not split evenly over the devices, processes given different arguments,
-    an `out` that cannot be written or holds a different run (unless `resume`), or
-    `resume` without a readable checkpoint, configuration or metrics log, each before the
-    first write: a `RunError` leaves the run directory as it was.
+    **Raises:** [`azx.run.RunError`][], before the first write (leaving the run directory
+    as it was), for an unknown preset, env, option or setting, games that do not split
+    evenly over the devices, processes given different arguments, an `out` that cannot be
+    written or holds a different run (unless `resume`), or `resume` without a readable
+    checkpoint, configuration or metrics log.
     """
-    if seeds is not None:
-        check_seeds(seeds)
+    if seeds is not None and (isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1):
+        raise RunError(f"`seeds` must be a positive number of seeds, got {seeds!r}")
     out, chosen, config = _configure(out, preset, env, seed, resume, seeds, settings, options)
     log = (log,) if isinstance(log, str) else tuple(log)
     check_trackers(log)
@@ -307,12 +300,6 @@ def _seeds_of(tree, count: int) -> list:
     """Each of `count` seeds' part of `tree` (a state or a history, stacked where `count`
     > 1)."""
     return [presets.take_seed(tree, index) for index in range(count)] if count > 1 else [tree]
-
-
-def check_seeds(seeds: int) -> None:
-    """`RunError` unless `seeds` is a positive int."""
-    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
-        raise RunError(f"`seeds` must be a positive number of seeds, got {seeds!r}")
 
 
 def _changed(chosen: presets.Preset, env: str | None, settings) -> presets.Preset:
@@ -431,14 +418,14 @@ def _prepare(out: Path, config, directories: dict[int, Path], state, resume: boo
         ]
     # With several processes, process 0 alone writes the run's files (checkpoints aside:
     # every process writes its part of them), once every process has checked everything.
-    sync(f"azx: {out} checked")
+    parallel.sync(f"azx: {out} checked")
     if stacked and jax.process_index() == 0:
         out.mkdir(parents=True, exist_ok=True)
         write_json(out / CONFIG_FILE, config)
     for (seed, directory), (part, records, _) in zip(directories.items(), restored):
         own = {k: v for k, v in config.items() if k != "seeds"} | {"seed": seed}
         _write_start(directory, own if stacked else config, records, int(part.iteration), resume)
-    sync(f"azx: {out} prepared")
+    parallel.sync(f"azx: {out} prepared")
     states, records, elapsed = zip(*restored)
     state = presets.stack_seeds(states) if stacked else states[0]
     if mesh is not None and stacked:
@@ -574,9 +561,9 @@ class _Training:
             if first >= preset.iterations:
                 report.log(f"{out}: already trained {first} of {preset.iterations} iterations")
                 return state
-            which = f"seed {seeds[0]}" if not self.stacked else (
-                f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]}) trained together"
-            )  # fmt: skip
+            which = f"seed {seeds[0]}"
+            if self.stacked:
+                which = f"{len(seeds)} seeds ({seeds[0]}-{seeds[-1]}) trained together"
             report.log(
                 f"{preset.description or preset.name}: {preset.iterations} iterations, "
                 f"{which}, writing to {out}"

@@ -14,8 +14,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .envs import AbstractEnv
-from .envs._wrappers import AbstractEnvWrapper
+from .envs import AbstractEnv, unwrap
 
 
 class _Board:
@@ -95,12 +94,7 @@ class _Board:
         return "\n".join(lines)
 
 
-def _board_env(env: AbstractEnv) -> AbstractEnv:
-    """The environment whose observation is the board: a wrapper's own observation (a flat
-    board and legal moves, for `ObserveLegalMoves`) is drawn from the game it wraps."""
-    while isinstance(env, AbstractEnvWrapper):
-        env = env.env
-    return env
+_board_env = unwrap  # (the name `azx.explore` imports)
 
 
 def play(
@@ -118,7 +112,9 @@ def play(
     --explain`: `azx.explore.explain_move`), each of the agent's moves is chosen and
     printed with its analysis. **Returns:** +1 if the
     person won, 0 for a draw, -1 for a loss."""
-    board_env = _board_env(env)
+    # A wrapper's own observation (a flat board and legal moves, for `ObserveLegalMoves`)
+    # is drawn from the game it wraps.
+    board_env = unwrap(env)
     board = _Board(board_env)
     init_key, game_key = jax.random.split(jax.random.key(seed))
     state = jax.vmap(env.init)(init_key[None])

@@ -14,6 +14,7 @@ Private: `azx.presets` re-exports what is public.
 import abc
 import dataclasses
 import json
+import typing
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar
 
@@ -53,7 +54,9 @@ class Option:
 
 class AbstractRecipe(abc.ABC):
     """One algorithm as the application builds it. Concrete recipes are frozen
-    dataclasses whose fields are the algorithm's own preset settings."""
+    dataclasses whose fields are the algorithm's own preset settings (those annotated
+    `str`, `bool`, `dict[...]` or `tuple[str, ...]` are type-checked as a `config.json` is
+    read back)."""
 
     name: ClassVar[str]
     """The algorithm's name in `config.json` (`"algorithm"`) and in messages."""
@@ -67,9 +70,6 @@ class AbstractRecipe(abc.ABC):
     kind of algorithm has."""
     networks: ClassVar[tuple[str, ...]]
     """The values a preset's `network` may take."""
-    field_types: ClassVar[dict[str, tuple[str, ...]]]
-    """The recipe's fields by JSON type (`str`, `dict`, `bool`, `strings`), checked when a
-    preset is read back from a `config.json` that a person may have edited."""
     schedule: ClassVar[str | None]
     """The field of `config_class` that gives the learning-rate schedule's length in
     iterations (None: the algorithm has none). Where it spans the preset's `iterations`,
@@ -109,7 +109,7 @@ class AbstractRecipe(abc.ABC):
 
 class AbstractPolicyRecipe(AbstractRecipe):
     """An algorithm whose trained policy is judged by the return of its own episodes
-    (`play_episodes`), with no arena agent."""
+    (`play_episodes`), with no arena agent; its seeds train together under `vmap`."""
 
     train_options: ClassVar[tuple[Option, ...]] = (
         Option("eval_episodes", int, "Episodes per evaluation.", field="eval_episodes", minimum=1),
@@ -128,25 +128,31 @@ class AbstractPolicyRecipe(AbstractRecipe):
     eval_greedy: bool
     """Evaluate the policy's most likely action instead of sampling it."""
 
+    def vmaps_seeds(self, platform: str) -> bool:
+        return True  # a policy's training is array code, which batches on every platform
+
+    def for_seeds(self, trainer):
+        return trainer
+
 
 RECIPES: dict[str, type[AbstractRecipe]] = {}
 """Every algorithm's recipe, by the name `config.json` gives it (filled by
 `azx.presets`: azx's own, then those registered)."""
 
 
-def check_types(values: dict[str, Any], **fields: tuple[str, ...]) -> None:
-    """Check each field's type (`str`, `dict`, `bool`, or `strings`: a tuple of str) so
-    that a wrong one is named."""
-    for kind, names in fields.items():
-        for name in (name for name in names if name in values):
-            value = values[name]
-            if kind == "strings":
-                ok = isinstance(value, tuple) and all(isinstance(v, str) for v in value)
-            else:
-                ok = isinstance(value, {"str": str, "dict": dict, "bool": bool}[kind])
-            if not ok:
-                wanted = "a list of strings" if kind == "strings" else f"a {kind}"
-                raise ValueError(f"{name} must be {wanted}, got {value!r}")
+def check_types(values: dict[str, Any], cls: type) -> None:
+    """Check the values of `cls`'s dataclass fields annotated `str`, `dict[...]`, `bool`
+    or `tuple[str, ...]`, so that a wrong type (in a `config.json` that a person may have
+    edited, say) is named."""
+    for field in dataclasses.fields(cls):
+        if field.name not in values:
+            continue
+        value, kind = values[field.name], typing.get_origin(field.type) or field.type
+        if field.type == tuple[str, ...]:
+            if not (isinstance(value, tuple) and all(isinstance(v, str) for v in value)):
+                raise ValueError(f"{field.name} must be a list of strings, got {value!r}")
+        elif kind in (str, dict, bool) and not isinstance(value, kind):
+            raise ValueError(f"{field.name} must be a {kind.__name__}, got {value!r}")
 
 
 def per_episode_record(history) -> dict[str, Any]:
@@ -209,7 +215,7 @@ class Preset(Generic[RecipeT]):
     """Iterations per jitted training call: the granularity of logging and Ctrl-C."""
 
     def __post_init__(self):
-        check_types(vars(self), **_FIELD_TYPES)
+        check_types(vars(self), Preset)
         if not isinstance(self.recipe, AbstractRecipe):
             raise ValueError(f"recipe must be an azx.presets.AbstractRecipe, got {self.recipe!r}")
         config_class = self.recipe.config_class
@@ -291,25 +297,18 @@ class Preset(Generic[RecipeT]):
         return trainer, trainer.init(self.make_network(env, key=net_key), key=run_key)
 
     def build_seeds(self, seeds: Sequence[int], *, vmap: bool = True) -> tuple[Any, Any]:
-        """The trainer and the initial states of several seeds, stacked along a leading
-        axis of size `len(seeds)` ([`azx.presets.stack_seeds`][]): independent agents
-        that train as one program, every seed at once under `vmap` or one after another
-        ([`azx.parallel.over_seeds`][]).
+        """The trainer and the initial states of several seeds (each its
+        `build(seed=...)`), stacked along a leading axis of size `len(seeds)`
+        ([`azx.presets.stack_seeds`][]): independent agents that train as one program,
+        every seed at once under `vmap` (with the recipe's trainer for batched seeds) or
+        one after another ([`azx.parallel.over_seeds`][]). One after another, a seed
+        equals its own run bit for bit; under `vmap`, within float tolerance.
 
             vmap = preset.vmaps_seeds()
             trainer, states = preset.build_seeds(range(8), vmap=vmap)
             train = azx.parallel.over_seeds(trainer.train, vmap=vmap)
             states = eqx.filter_jit(train)(states, 100)
             state_of_seed_3 = azx.presets.take_seed(states, 3)
-
-        Each seed's state is its `build(seed=...)`. Trained one after another, a seed
-        equals its own run bit for bit; under `vmap`, within float tolerance: batching
-        changes the order in which XLA sums (on the CPU, about 1e-6 apart after a few
-        iterations).
-
-        With `vmap`, the trainer is the recipe's form for batched seeds (AlphaZero's
-        search on its lockstep kernels, which batch under `vmap`; the same search bit for
-        bit).
 
         **Raises:** `ValueError` if `seeds` is empty.
         """
@@ -414,12 +413,6 @@ def take_seed(states: Any, index: int) -> Any:
     return jax.tree.map(lambda leaf: leaf[index] if eqx.is_array(leaf) else leaf, states)
 
 
-_FIELD_TYPES = {
-    "str": ("name", "env", "network", "description"),
-    "dict": ("env_options", "network_options"),
-}
-
-
 def _listed(value):
     """Tuples as JSON writes them (lists); `from_dict` reads them back as tuples."""
     return list(value) if isinstance(value, tuple) else value
@@ -435,16 +428,17 @@ def from_dict(data: dict[str, Any]) -> Preset:
     if algorithm not in RECIPES:
         raise ValueError(f"unknown algorithm {algorithm!r}; known: {', '.join(RECIPES)}")
     recipe_class = RECIPES[algorithm]
+    tuples = [f.name for f in dataclasses.fields(recipe_class) if f.type == tuple[str, ...]]
     data = {k: v for k, v in data.items() if k != "algorithm"}
+    data |= {k: tuple(data[k]) for k in tuples if isinstance(data.get(k), list)}  # JSON's
     own = {field.name for field in dataclasses.fields(Preset)} - {"recipe"}
     recipe_fields = {field.name for field in dataclasses.fields(recipe_class)}
     unknown = set(data) - own - recipe_fields
     if unknown:
         known = sorted(own | recipe_fields)
         raise ValueError(f"unknown preset fields {sorted(unknown)}; known: {known}")
-    strings = recipe_class.field_types.get("strings", ())
-    check_types(data, **_FIELD_TYPES)
-    check_types(data, **{k: v for k, v in recipe_class.field_types.items() if k != "strings"})
+    check_types(data, Preset)
+    check_types(data, recipe_class)
     if not isinstance(data.get("config"), dict):
         raise ValueError(f"config must be a JSON object, got {data.get('config')!r}")
     data["config"] = recipe_class.config_class(**data["config"])
@@ -453,5 +447,4 @@ def from_dict(data: dict[str, Any]) -> Preset:
             k: tuple(v) if isinstance(v, list) else v for k, v in data["network_options"].items()
         }
     recipe = {k: data.pop(k) for k in recipe_fields & set(data)}
-    recipe |= {k: tuple(v) for k, v in recipe.items() if k in strings and isinstance(v, list)}
     return Preset(recipe=recipe_class(**recipe), **data)

@@ -28,11 +28,6 @@ class AbstractAgentRecipe(AbstractRecipe):
 
     agent_kinds: ClassVar[tuple[str, ...]]
     """The arena agents a trained network plays as (`azx eval --agent`)."""
-    field_types: ClassVar[dict[str, tuple[str, ...]]] = {
-        "str": ("search",),
-        "dict": ("search_options", "eval_search"),
-        "strings": ("eval_opponents", "eval_agents"),
-    }
     train_options: ClassVar[tuple[Option, ...]] = (
         Option(
             "eval_games",
@@ -127,7 +122,11 @@ class AbstractAgentRecipe(AbstractRecipe):
 
     def check(self) -> None:
         """`ValueError` for settings that do not fit together (at construction)."""
-        check_types(vars(self), **self.field_types)
+        check_types(vars(self), type(self))
+        if "num_simulations" not in self.search_options:
+            raise ValueError(
+                f"search_options must give num_simulations, got {self.search_options!r}"
+            )
         check_positive_int("eval_games", self.eval_games)
         bad = set(self.eval_agents) - set(self.agent_kinds)
         if bad:
@@ -193,16 +192,12 @@ def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:
     return search.make(kind, options.pop("num_simulations"), **options)
 
 
-def base_env(env: envs.AbstractEnv) -> envs.AbstractEnv:
-    """The game under `env`'s wrappers (which change only what is read from a state)."""
-    while isinstance(env, envs.AbstractEnvWrapper):
-        env = env.env
-    return env
+base_env = envs.unwrap  # (the name `_evaluators` imports)
 
 
 def check_full_move(env: envs.AbstractEnv, what: str, error: type[Exception]) -> None:
     """`error` unless `env` is backgammon, the one game of the full-move agent."""
-    if not isinstance(base_env(env), envs.PgxBackgammon):
+    if not isinstance(envs.unwrap(env), envs.PgxBackgammon):
         raise error(
             f"{what} (the value over the roll's whole moves) plays backgammon; "
             f"this game is {env.name!r}"

@@ -13,6 +13,7 @@ from typing import Any
 
 from . import _version, ppo, presets
 from ._errors import RunError as RunError, one_line
+from ._files import write_atomic
 from ._trainer import AbstractTrainer
 from ._validate import check_positive_int
 from .checkpoint import Checkpointer, DamagedCheckpointError
@@ -27,25 +28,6 @@ EVAL_DIR = "evals"
 
 
 # ----------------------------------------------------------------------------- files
-
-
-def write_atomic(path: str | os.PathLike, text: str) -> None:
-    """Write `text` to `path` through a temporary file and a rename: never half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    umask = os.umask(0)
-    os.umask(umask)
-    try:
-        os.chmod(temporary, 0o666 & ~umask)  # mkstemp's files are private (0600)
-        with os.fdopen(handle, "w") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def check_writable(path: Path, argument: str, *, file: bool = False) -> None:

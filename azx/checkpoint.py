@@ -15,8 +15,9 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax.experimental import multihost_utils
 
+from . import parallel
+from ._files import write_atomic
 from ._validate import check_positive_int
 
 
@@ -59,12 +60,6 @@ def _abstract(flat: dict[str, Any]) -> dict[str, Any]:
         )
         for k, v in flat.items()
     }
-
-
-def _sync(name: str) -> None:
-    """Wait until every process gets here (nothing to wait for with one process)."""
-    if jax.process_count() > 1:
-        multihost_utils.sync_global_devices(name)
 
 
 class DamagedCheckpointError(ValueError):
@@ -144,13 +139,13 @@ class Checkpointer:
         # With several processes, each writes the slices its devices hold and process 0
         # completes the checkpoint: it lists the files once every process has written its
         # own, and every process returns once the list is written.
-        _sync(f"azx: checkpoint {int(step)} in {self.directory} written")
+        parallel.sync(f"azx: checkpoint {int(step)} in {self.directory} written")
         if jax.process_index() == 0:
             _write_manifest(Path(self.directory) / str(int(step)))
             # The checkpoints beyond `max_to_keep` were renamed into the trash: empty it
             # (and whatever a crash left there before).
             shutil.rmtree(Path(self.directory) / _TRASH, ignore_errors=True)
-        _sync(f"azx: checkpoint {int(step)} in {self.directory} listed")
+        parallel.sync(f"azx: checkpoint {int(step)} in {self.directory} listed")
 
     def latest_step(self) -> int | None:
         """Number of the newest checkpoint, or `None` if there is none."""
@@ -230,11 +225,11 @@ class Checkpointer:
         while target.exists():
             suffix += 1
             target = target.with_name(f"{source.name}-{suffix}")
-        _sync(f"azx: setting checkpoint {step} in {self.directory} aside")
+        parallel.sync(f"azx: setting checkpoint {step} in {self.directory} aside")
         if jax.process_index() == 0:
             target.parent.mkdir(exist_ok=True)
             source.rename(target)
-        _sync(f"azx: checkpoint {step} in {self.directory} set aside")
+        parallel.sync(f"azx: checkpoint {step} in {self.directory} set aside")
         self._manager.reload()
         return target
 
@@ -295,13 +290,7 @@ def _write_manifest(step_dir: Path) -> None:
     # a different number. The CRC-32 of every file, written once the checkpoint is
     # complete (atomically: a crash leaves no manifest, and the checkpoint unverified),
     # lets a restore tell.
-    files = _files(step_dir)
-    temporary = step_dir / f".{_MANIFEST}.tmp"
-    with open(temporary, "w") as file:
-        json.dump(files, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(temporary, step_dir / _MANIFEST)
+    write_atomic(step_dir / _MANIFEST, json.dumps(_files(step_dir)))
 
 
 def _check_manifest(step_dir: Path) -> str | None:

@@ -173,6 +173,13 @@ def gather(state: AbstractTrainState) -> AbstractTrainState:
     return jax.tree.map(_keys_as_data(local), state)
 
 
+def sync(name: str) -> None:
+    """Wait until every process reaches the point called `name` (with one process, return
+    at once): before one process reads what another writes, say."""
+    if jax.process_count() > 1:
+        multihost_utils.sync_global_devices(name)
+
+
 def sharded_step(trainer: AbstractTrainer, mesh: Mesh):
     """`trainer.step` as a `shard_map` over `mesh`'s `"data"` axis (jit the result).
 

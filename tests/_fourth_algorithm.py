@@ -134,7 +134,6 @@ class ReinforceRecipe(presets.AbstractPolicyRecipe):
     config_class: ClassVar[type] = Config
     schedule: ClassVar[str | None] = None
     networks: ClassVar[tuple[str, ...]] = ("actor_critic",)
-    field_types: ClassVar[dict[str, tuple[str, ...]]] = {"bool": ("eval_greedy",)}
 
     eval_episodes: int = 8
     eval_greedy: bool = False
@@ -158,12 +157,6 @@ class ReinforceRecipe(presets.AbstractPolicyRecipe):
     def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
         greedy = self.eval_greedy if greedy is None else greedy
         return _play(trainer.env, state.net, num_episodes=num_episodes, key=key, greedy=greedy)
-
-    def vmaps_seeds(self, platform):
-        return True
-
-    def for_seeds(self, trainer):
-        return trainer
 
 
 PRESET = presets.Preset(

@@ -253,6 +253,9 @@ def test_eval_search_changes_the_evaluation_search_only():
         dataclasses.replace(recipe, eval_search={"search": "x", "num_simulations": 8})
     with pytest.raises(ValueError, match=r"another kind of search \('puct'\) must give num_sim"):
         dataclasses.replace(recipe, eval_search={"search": "puct"})
+    for search_recipe in (recipe, azx.presets.MuZeroRecipe()):
+        with pytest.raises(ValueError, match="search_options must give num_simulations, got"):
+            dataclasses.replace(search_recipe, search_options={"gamma": 0.9})
 
 
 def test_opponent_specs_parse_or_name_the_problem():

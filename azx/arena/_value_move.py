@@ -9,9 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 from jaxtyping import Array, Float, Int
 
-from ..envs import AbstractEnv, PgxBackgammon, unary_backgammon
+from ..envs import AbstractEnv, PgxBackgammon, unary_backgammon, unwrap
 from ..envs._pgx_chance import _ROLL_PROBABILITIES, _ROLLS
-from ..envs._wrappers import AbstractEnvWrapper
 from ._agent import require_game
 from ._backgammon import rule_points
 from ._pubeval import _OFF, FullMoveAgent, full_moves
@@ -42,8 +41,7 @@ def _turn_board(boards: Int[np.ndarray, "*batch 28"]) -> Int[np.ndarray, "*batch
 
 def _encoding(env: AbstractEnv) -> str:
     """The observation encoding of `env`'s backgammon (`"pgx"` or `"unary"`)."""
-    while isinstance(env, AbstractEnvWrapper) and not isinstance(env, PgxBackgammon):
-        env = env.env
+    env = unwrap(env)
     return env.encoding if isinstance(env, PgxBackgammon) else "pgx"
 
 

@@ -29,5 +29,6 @@ from ._wrappers import (
     AbstractScaleRewards as AbstractScaleRewards,
     ObserveLegalMoves as ObserveLegalMoves,
     ScaleRewards as ScaleRewards,
+    unwrap as unwrap,
 )
 from ._xminigrid import XMinigridEnv as XMinigridEnv, xland_ruleset as xland_ruleset

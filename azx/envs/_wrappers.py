@@ -76,6 +76,14 @@ class AbstractEnvWrapper(AbstractEnv):
         return self.env.action_space()
 
 
+def unwrap(env: AbstractEnv) -> AbstractEnv:
+    """The game under `env`'s wrappers ([`azx.envs.AbstractEnvWrapper`][]; `env` itself
+    if it has none): for code that needs the game, not what a wrapper makes of it."""
+    while isinstance(env, AbstractEnvWrapper):
+        env = env.env
+    return env
+
+
 class _AbstractChanceWrapper(AbstractEnvWrapper, AbstractChanceEnv):
     """A wrapper of a game with chance, itself an [`azx.envs.AbstractChanceEnv`][] whose
     chance methods are `env`'s: wrappers change only what is read from a state, so the

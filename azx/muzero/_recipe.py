@@ -22,54 +22,20 @@ from ._trainer import MuZero
 _MUZERO_NETWORKS = {"mlp": mlp_net, "resnet": resnet_net}
 
 
-@dataclasses.dataclass(frozen=True)
-class MuZeroRecipe(AbstractAgentRecipe):
-    """MuZero ([`azx.muzero.MuZero`][]): its search, and how `azx train` evaluates it.
+class _AbstractMuZeroRecipe(AbstractAgentRecipe):
+    """What MuZero's and Stochastic MuZero's recipes share: their agents (the search over
+    the learned model, or the prediction at the observation's embedding), episodes and
+    records."""
 
-    A trained MuZero plays as AlphaZero's network does, through an arena agent: the
-    search over its learned model ([`azx.muzero.MuZeroAgent`][], exploration off) or the
-    prediction at the observation's embedding (`"network"`). So it is evaluated as an
-    AlphaZero run is: the agents' episodes in a single-player environment, their matches
-    against `eval_opponents` in a two-player game; `azx eval` takes the same options.
-    """
-
-    name: ClassVar[str] = "muzero"
-    config_class: ClassVar[type] = Config
-    schedule: ClassVar[str | None] = "decay_iterations"
-    networks: ClassVar[tuple[str, ...]] = tuple(_MUZERO_NETWORKS)
-    agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network")
-
-    search: str = "gumbel"
-    """`"puct"` or `"gumbel"` (native search over the learned model)."""
-    search_options: dict[str, Any] = dataclasses.field(
-        default_factory=lambda: {"num_simulations": 16}
-    )
-    """Options of [`azx.search.make`][], `num_simulations` among them (and `gamma`, the
-    discount of the search and of the targets)."""
-    eval_opponents: tuple[str, ...] = ("random", "greedy")
-    """As AlphaZero's (`azx.presets.AlphaZeroRecipe`)."""
-    eval_agents: tuple[str, ...] = ("search",)
-    eval_games: int = 200
-    eval_search: dict[str, Any] = dataclasses.field(default_factory=dict)
+    losses: ClassVar[tuple[str, ...]]
+    """The trainer's losses, as a metrics record holds them."""
 
     def __post_init__(self):
         self.check()
-        if "num_simulations" not in self.search_options:
-            raise ValueError(
-                f"search_options must give num_simulations, got {self.search_options!r}"
-            )
-
-    def make_network(self, network, options, env, *, key):
-        make = _MUZERO_NETWORKS[network]
-        return make(env.observation_shape, env.num_actions, key=key, **options)
-
-    def make_trainer(self, env, config):
-        return MuZero(env, self.make_search(), config)
 
     def record(self, trainer, state, history, rate):
-        names = ("loss", "policy_loss", "value_loss", "reward_loss", "consistency_loss")
         return (
-            mean_record(history, names)
+            mean_record(history, self.losses)
             | {"entropy": float(np.mean(np.asarray(history.policy_entropy)))}
             | per_episode_record(history)
             | {"root_value": float(np.mean(np.asarray(history.root_value))), "steps_per_s": rate}
@@ -89,6 +55,51 @@ class MuZeroRecipe(AbstractAgentRecipe):
             raise RunError("episodes need a single-player environment; this run's has two")
         greedy = True if greedy is None else greedy
         return _evaluate(trainer, state.net, num_episodes=num_episodes, key=key, greedy=greedy)
+
+
+@dataclasses.dataclass(frozen=True)
+class MuZeroRecipe(_AbstractMuZeroRecipe):
+    """MuZero ([`azx.muzero.MuZero`][]): its search, and how `azx train` evaluates it.
+
+    A trained MuZero plays as AlphaZero's network does, through an arena agent: the
+    search over its learned model ([`azx.muzero.MuZeroAgent`][], exploration off) or the
+    prediction at the observation's embedding (`"network"`). So it is evaluated as an
+    AlphaZero run is: the agents' episodes in a single-player environment, their matches
+    against `eval_opponents` in a two-player game; `azx eval` takes the same options.
+    """
+
+    name: ClassVar[str] = "muzero"
+    config_class: ClassVar[type] = Config
+    schedule: ClassVar[str | None] = "decay_iterations"
+    networks: ClassVar[tuple[str, ...]] = tuple(_MUZERO_NETWORKS)
+    agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network")
+    losses: ClassVar[tuple[str, ...]] = (
+        "loss",
+        "policy_loss",
+        "value_loss",
+        "reward_loss",
+        "consistency_loss",
+    )
+
+    search: str = "gumbel"
+    """`"puct"` or `"gumbel"` (native search over the learned model)."""
+    search_options: dict[str, Any] = dataclasses.field(
+        default_factory=lambda: {"num_simulations": 16}
+    )
+    """Options of [`azx.search.make`][], `num_simulations` among them (and `gamma`, the
+    discount of the search and of the targets)."""
+    eval_opponents: tuple[str, ...] = ("random", "greedy")
+    """As AlphaZero's (`azx.presets.AlphaZeroRecipe`)."""
+    eval_agents: tuple[str, ...] = ("search",)
+    eval_games: int = 200
+    eval_search: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def make_network(self, network, options, env, *, key):
+        make = _MUZERO_NETWORKS[network]
+        return make(env.observation_shape, env.num_actions, key=key, **options)
+
+    def make_trainer(self, env, config):
+        return MuZero(env, self.make_search(), config)
 
 
 _evaluate = eqx.filter_jit(evaluate)
@@ -235,7 +246,7 @@ _FREEWAY = dataclasses.replace(
 
 
 @dataclasses.dataclass(frozen=True)
-class StochasticMuZeroRecipe(AbstractAgentRecipe):
+class StochasticMuZeroRecipe(_AbstractMuZeroRecipe):
     """Stochastic MuZero ([`azx.muzero.StochasticMuZero`][]): its search, its loss weights,
     and how `azx train` evaluates it, as MuZero's recipe does
     ([`azx.presets.MuZeroRecipe`][]): the search over its learned model
@@ -247,6 +258,15 @@ class StochasticMuZeroRecipe(AbstractAgentRecipe):
     schedule: ClassVar[str | None] = "decay_iterations"
     networks: ClassVar[tuple[str, ...]] = ("mlp",)
     agent_kinds: ClassVar[tuple[str, ...]] = ("search", "network")
+    losses: ClassVar[tuple[str, ...]] = (
+        "loss",
+        "policy_loss",
+        "value_loss",
+        "reward_loss",
+        "q_loss",
+        "chance_loss",
+        "commitment_loss",
+    )
 
     search: str = "gumbel"
     """`"puct"` or `"gumbel"` (native), or `("puct", "mctx")` through `search_options`'s
@@ -263,13 +283,6 @@ class StochasticMuZeroRecipe(AbstractAgentRecipe):
     commitment_loss_weight: float = 0.25
     """Weight of the encoder's commitment loss."""
 
-    def __post_init__(self):
-        self.check()
-        if "num_simulations" not in self.search_options:
-            raise ValueError(
-                f"search_options must give num_simulations, got {self.search_options!r}"
-            )
-
     def make_network(self, network, options, env, *, key):
         return stochastic_mlp_net(env.observation_shape, env.num_actions, key=key, **options)
 
@@ -281,37 +294,6 @@ class StochasticMuZeroRecipe(AbstractAgentRecipe):
             chance_loss_weight=self.chance_loss_weight,
             commitment_loss_weight=self.commitment_loss_weight,
         )
-
-    def record(self, trainer, state, history, rate):
-        names = (
-            "loss",
-            "policy_loss",
-            "value_loss",
-            "reward_loss",
-            "q_loss",
-            "chance_loss",
-            "commitment_loss",
-        )
-        return (
-            mean_record(history, names)
-            | {"entropy": float(np.mean(np.asarray(history.policy_entropy)))}
-            | per_episode_record(history)
-            | {"root_value": float(np.mean(np.asarray(history.root_value))), "steps_per_s": rate}
-        )
-
-    def progress(self, record):
-        return return_progress(record)
-
-    def agent(self, net, kind, num_simulations, env, *, explore=False):
-        if kind != "search":
-            return self.network_agent(net, kind, env, explore)
-        return MuZeroAgent(net, self.agent_search(num_simulations, explore))
-
-    def play_episodes(self, trainer, state, num_episodes, *, key, greedy):
-        if trainer.env.num_players != 1:
-            raise RunError("episodes need a single-player environment; this run's has two")
-        greedy = True if greedy is None else greedy
-        return _evaluate(trainer, state.net, num_episodes=num_episodes, key=key, greedy=greedy)
 
 
 _STOCHASTIC_DICE = Preset(

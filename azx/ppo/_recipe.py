@@ -36,7 +36,6 @@ class PPORecipe(AbstractPolicyRecipe):
     config_class: ClassVar[type] = _config.Config
     schedule: ClassVar[str | None] = "anneal_iterations"
     networks: ClassVar[tuple[str, ...]] = tuple(_PPO_NETWORKS)
-    field_types: ClassVar[dict[str, tuple[str, ...]]] = {"bool": ("eval_greedy",)}
 
     eval_episodes: int = 100
     """Episodes per evaluation in `azx train` (and the default of `azx eval`)."""
@@ -44,7 +43,7 @@ class PPORecipe(AbstractPolicyRecipe):
     """Evaluate the policy's most likely action instead of sampling it."""
 
     def __post_init__(self):
-        check_types(vars(self), **self.field_types)
+        check_types(vars(self), type(self))
         check_positive_int("eval_episodes", self.eval_episodes)
 
     def make_network(self, network, options, env, *, key):
@@ -74,12 +73,6 @@ class PPORecipe(AbstractPolicyRecipe):
             observation_stats=stats,
             action_distribution=trainer.config.action_distribution,
         )
-
-    def vmaps_seeds(self, platform: str) -> bool:
-        return True
-
-    def for_seeds(self, trainer):
-        return trainer
 
 
 _evaluate = eqx.filter_jit(evaluate)
