@@ -26,7 +26,6 @@ from ._recipes import (
     AbstractAgentRecipe,
     AbstractPolicyRecipe,
     AbstractRecipe,
-    base_env,
     check_full_move,
     unknown_agent,
 )
@@ -262,7 +261,7 @@ def _backgammon_points(env, player, opponents, games: int, *, seed: int):
     """Backgammon only (`{}` for other games): each opponent's match again, scored in
     points by the rules (single, gammon, backgammon; [`azx.arena.backgammon_match`][]),
     as `{spec: (record, line)}`."""
-    if not isinstance(base_env(env), envs.PgxBackgammon):
+    if not isinstance(envs.unwrap(env), envs.PgxBackgammon):
         return {}
     key = jax.random.fold_in(jax.random.key(seed), 1)
     points = {}
@@ -393,7 +392,7 @@ class EpisodeEvaluator(_AbstractAgentEvaluator):
             run.env, agents, num_episodes=episodes, key=key, sampled=sampled, on_episodes=recorded
         )
         lines = [f"{run.directory} at iteration {run.iteration}:", *_episodes_lines(results, "  ")]
-        if isinstance(base_env(run.env), envs.Pgx2048):
+        if isinstance(envs.unwrap(run.env), envs.Pgx2048):
             # The game's own score and its largest tiles, from the same keys.
             for name, one in agents.items():
                 game = arena.evaluate_2048(run.env, one, num_games=episodes, key=key)

@@ -94,9 +94,6 @@ class _Board:
         return "\n".join(lines)
 
 
-_board_env = unwrap  # (the name `azx.explore` imports)
-
-
 def play(
     env: AbstractEnv,
     agent,

@@ -192,9 +192,6 @@ def _make_search(kind: str, options: dict[str, Any]) -> search.AbstractSearch:
     return search.make(kind, options.pop("num_simulations"), **options)
 
 
-base_env = envs.unwrap  # (the name `_evaluators` imports)
-
-
 def check_full_move(env: envs.AbstractEnv, what: str, error: type[Exception]) -> None:
     """`error` unless `env` is backgammon, the one game of the full-move agent."""
     if not isinstance(envs.unwrap(env), envs.PgxBackgammon):

@@ -26,7 +26,7 @@ from .. import arena, presets
 from .._errors import RunError, one_line
 from .._rundir import CONFIG_FILE, Run, load_runs
 from .._types import PRNGKey
-from ..envs import AbstractChanceEnv
+from ..envs import AbstractChanceEnv, unwrap
 from ..search import ROOT_INDEX, UNVISITED, Tree
 from ._episode import record_episode, records_episodes
 
@@ -138,12 +138,6 @@ def curve_points(records: list[dict[str, Any]]) -> dict[str, list[list[int | flo
     return points
 
 
-def _board_env(env):
-    from .._play import _board_env
-
-    return _board_env(env)
-
-
 class Moves:
     """How one game's actions are named and laid out on the page: a grid of cells (board
     games whose actions are squares), a row of columns (connect four), or a list."""
@@ -152,7 +146,7 @@ class Moves:
         from .._play import _Board
 
         try:
-            board = _Board(_board_env(env))
+            board = _Board(unwrap(env))
         except ValueError:
             board = None
         self.board = board
