@@ -231,6 +231,9 @@ def test_training_resumes_bit_for_bit_from_a_checkpoint(pendulum, tmp_path):
     assert not np.array_equal(straight.params.log_std, state.params.log_std)
 
 
+# The default run shards discrete PPO and AlphaZero over four devices (test_parallel); the
+# slow tier repeats it with continuous actions, as with MuZero's.
+@pytest.mark.slow
 def test_four_devices_train_like_one():
     assert "SHARDED OK" in run_script("_sharded_continuous_run.py")
 
