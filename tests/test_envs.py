@@ -70,8 +70,9 @@ def _play_to_the_end(env, key):
     return done, stats, observation
 
 
-# Go's games are the longest to play out: the slow tier plays them.
-@pytest.mark.parametrize("name", slow_repeats(GAMES, {"go_9x9"}))
+# The default run plays a board game, a game with chance and one with a single player; the
+# slow tier adds the other boards (go's games are the longest to play out).
+@pytest.mark.parametrize("name", slow_repeats(GAMES, {"go_9x9", "connect_four", "othello"}))
 def test_random_play_under_jit_and_vmap(name):
     env = azx.envs.make(name)
     play = jax.jit(jax.vmap(lambda key: _play_to_the_end(env, key)))
@@ -248,7 +249,8 @@ def test_pure_jax_game_implements_the_interface():
         ("tic_tac_toe", 8, {}),
         ("go_9x9", 8, {}),
         ("othello", 4, {}),
-        ("othello", 4, {"observe_legal_moves": True}),
+        # The legal-move planes transform with the board: the slow tier checks them.
+        pytest.param("othello", 4, {"observe_legal_moves": True}, marks=pytest.mark.slow),
     ],
 )
 def test_symmetries_match_playing_the_transformed_moves(name, invariant_at_start, options):
