@@ -97,10 +97,10 @@ class GamesRecorder:
         self.directory.mkdir(parents=True, exist_ok=True)
         match = isinstance(games, arena.MatchResult)
         stem = _file_name(spec) if match else "episode"
-        actions = np.asarray(games.actions)
+        # Read from the device once, not once a move.
+        actions, num_moves = np.asarray(games.actions), np.asarray(games.num_moves)
         outcomes = {1: 0, 0: 0, -1: 0}
-        for index in range(int(games.num_moves.shape[0])):
-            moves = int(games.num_moves[index])
+        for index, moves in enumerate(num_moves.tolist()):
             game = Game(
                 explored,
                 human_first=match and not bool(games.a_moved_first[index]),
@@ -108,7 +108,7 @@ class GamesRecorder:
                 simulations=simulations,
                 init_key=games.init_keys[index],
             )
-            step_keys = [games.step_keys[move, index] for move in range(moves)]
+            step_keys = list(games.step_keys[:moves, index])
             game.replay([int(a) for a in actions[:moves, index]], spec, step_keys)
             if match:
                 outcomes[_check_outcome(game, games, index, spec)] += 1
