@@ -1,9 +1,13 @@
-"""Helpers shared by the command-line tests: invoking `azx`, a small trained run, and the
-one-line error check."""
+"""Helpers shared by the command-line tests: invoking `azx`, a small trained run made once
+per test run, and the one-line error check."""
 
 import hashlib
+import os
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 
+from filelock import FileLock
 from typer.testing import CliRunner
 
 from azx.cli import app
@@ -16,6 +20,25 @@ SMALL = ["--log-every", "1", "--eval-every", "1", "--eval-games", "10", "--oppon
 def azx_cli(*args, input=None):
     """`azx ARGS` in this process; `.output` holds stdout and stderr, `.stderr` stderr."""
     return CliRunner().invoke(app, [str(a) for a in args], input=input)
+
+
+def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
+    """This process's own copy of the directory that `make(path)` writes (a trained run),
+    made once per test run: under pytest-xdist the first worker that needs it makes it
+    while the others wait, and each worker then copies it, to read or change as its own,
+    instead of training the same run again."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "made-once"
+    shared.mkdir(exist_ok=True)
+    made, done = shared / name, shared / f"{name}.done"
+    with FileLock(shared / f"{name}.lock"):
+        if not done.exists():
+            shutil.rmtree(made, ignore_errors=True)  # what a failed attempt left
+            make(made)
+            done.touch()
+    copy = tmp_path_factory.mktemp(name) / made.name
+    shutil.copytree(made, copy)
+    return copy
 
 
 def train_small_run(out: Path) -> Path:

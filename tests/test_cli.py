@@ -78,6 +78,10 @@ def test_load_run_gives_env_network_config_and_agent(trained):
         azx.load_run(trained, step=7)
 
 
+# The slow tier: the default run resumes exactly through `azx train --resume` in
+# test_fourth_algorithm, test_cli_ppo and test_cli_seeds, and in a fresh process in
+# test_checkpoint.
+@pytest.mark.slow
 def test_resume_continues_exactly(trained, tmp_path):
     # A copy trained on to 4 iterations by --resume equals 4 iterations of the API (of
     # the run's preset: its learning-rate decay over the 2 iterations it was started for).

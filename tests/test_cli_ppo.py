@@ -10,6 +10,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
+from _cli import made_once
 from test_cli import _azx, _leaves, _one_line_error
 
 import azx
@@ -22,10 +23,12 @@ SMALL += ["--eval-episodes", "4", "--quiet"]
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A 2-iteration ppo_cartpole run, made by `azx train`."""
-    out = tmp_path_factory.mktemp("run") / "cartpole"
-    result = _azx("train", "--out", out, "--iterations", 2, *SMALL)
-    assert result.exit_code == 0, result.output
-    return out
+
+    def make(out):
+        result = _azx("train", "--out", out, "--iterations", 2, *SMALL)
+        assert result.exit_code == 0, result.output
+
+    return made_once(tmp_path_factory, "ppo_cartpole", make)
 
 
 def test_train_writes_metrics_with_returns_and_a_curve(trained):
@@ -63,7 +66,9 @@ def test_resume_continues_exactly(trained, tmp_path):
     assert result.exit_code == 0, result.output
     assert [r["iteration"] for r in azx.run.read_metrics(resumed)] == [0, 1, 2, 3]
     # The run's own preset: the anneal over the 2 iterations it was started for.
-    trainer, state = azx.load_run(resumed).preset.build(seed=0)
+    preset = azx.load_run(resumed).preset
+    assert preset.iterations == 3 and preset.config.anneal_iterations == 2
+    trainer, state = preset.build(seed=0)
     straight = trainer.train(state, 3)
     for a, b in zip(_leaves(azx.load_run(resumed).state), _leaves(straight), strict=True):
         np.testing.assert_array_equal(a, b)

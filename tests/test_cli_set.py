@@ -9,7 +9,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from _cli import azx_cli, one_line_error
+from _cli import azx_cli, made_once, one_line_error
 
 import azx
 
@@ -21,10 +21,12 @@ SETS += ["--set", "network_options.hidden_sizes=[32, 32]", "--set", "eval_episod
 
 @pytest.fixture(scope="module")
 def changed(tmp_path_factory):
-    out = tmp_path_factory.mktemp("set") / "run"
-    result = azx_cli("train", "--out", out, "--iterations", 2, *PPO, *SETS)
-    assert result.exit_code == 0, result.output
-    return out
+
+    def make(out):
+        result = azx_cli("train", "--out", out, "--iterations", 2, *PPO, *SETS)
+        assert result.exit_code == 0, result.output
+
+    return made_once(tmp_path_factory, "set", make)
 
 
 def _preset(out):

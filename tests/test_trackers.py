@@ -16,7 +16,7 @@ import pytest
 import tensorboard  # noqa: F401
 import tensorboardX  # noqa: F401
 import wandb  # noqa: F401
-from _cli import azx_cli, one_line_error
+from _cli import azx_cli, made_once, one_line_error
 
 import azx
 from azx._trackers import scalars
@@ -30,13 +30,17 @@ SMALL += ["--eval-every", 2, "--eval-episodes", 4, "--quiet"]
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory):
     """A 4-iteration ppo_cartpole run logged to both trackers."""
-    out = tmp_path_factory.mktemp("trackers") / "cartpole"
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("WANDB_MODE", "offline")
-        patch.setenv("WANDB_SILENT", "true")
-        result = azx_cli("train", "--out", out, "--log", "tensorboard", "--log", "wandb", *SMALL)
-    assert result.exit_code == 0, result.output
-    return out
+
+    def make(out):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setenv("WANDB_MODE", "offline")
+            patch.setenv("WANDB_SILENT", "true")
+            result = azx_cli(
+                "train", "--out", out, "--log", "tensorboard", "--log", "wandb", *SMALL
+            )
+        assert result.exit_code == 0, result.output
+
+    return made_once(tmp_path_factory, "trackers", make)
 
 
 def test_scalars_name_every_number_of_a_record():
