@@ -165,9 +165,11 @@ def test_sequential_halving_schedule_matches_mctx():
 
 @pytest.mark.parametrize("rescale_values", [True, False])
 @pytest.mark.parametrize("use_mixed_value", [True, False])
-def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value):
+@pytest.mark.parametrize("min_q_range", [None, 0.5])
+def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value, min_q_range):
     """The completed Q of each node's children equals mctx's transform on a one-node tree
-    holding the same statistics, for nodes with no visited child, some, and all."""
+    holding the same statistics, for nodes with no visited child, some, and all; with a
+    floor on the rescaling range, mctx's `epsilon`, that exceeds some nodes' Q spread."""
     from azx.search._gumbel import completed_q
 
     rows, actions = 64, 7
@@ -178,8 +180,12 @@ def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value):
     q = jnp.where(visits > 0, q, 0.0)
     logits = jax.random.normal(keys[2], (rows, actions))
     raw_value = jax.random.uniform(keys[3], (rows,), minval=-1.0, maxval=1.0)
+    # Nodes whose Q and value spread less than the floor below.
+    q, raw_value = q.at[16:32].multiply(0.1), raw_value.at[16:32].multiply(0.1)
     constants = dict(value_scale=0.1, maxvisit_init=50.0, rescale_values=rescale_values)
     constants["use_mixed_value"] = use_mixed_value
+    floor = {} if min_q_range is None else {"min_q_range": min_q_range}
+    epsilon = {} if min_q_range is None else {"epsilon": min_q_range}
 
     def reference(visits, q, logits, raw_value):
         tree = mctx.Tree(
@@ -198,12 +204,16 @@ def test_completed_q_matches_mctx_transform(rescale_values, use_mixed_value):
             root_invalid_actions=jnp.zeros((actions,)),
             extra_data=None,
         )
-        return mctx.qtransform_completed_by_mix_value(tree, 0, **constants)
+        return mctx.qtransform_completed_by_mix_value(tree, 0, **constants, **epsilon)
 
     with jax.numpy_dtype_promotion("standard"), jax.numpy_rank_promotion("allow"):
         expected = jax.vmap(reference)(visits, q, logits, raw_value)
-    got = completed_q(raw_value, q, visits, jax.nn.softmax(logits), **constants)
+    got = completed_q(raw_value, q, visits, jax.nn.softmax(logits), **constants, **floor)
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-6, atol=1e-6)
+    if floor and rescale_values:
+        # The floor binds on some nodes: their completed Q differs from the default's.
+        default = completed_q(raw_value, q, visits, jax.nn.softmax(logits), **constants)
+        assert np.any(np.abs(np.asarray(got) - np.asarray(default)) > 1e-3)
 
 
 @pytest.mark.parametrize("target", ["improved", "visits"])

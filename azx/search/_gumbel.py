@@ -40,7 +40,8 @@ def completed_q(
     by `(maxvisit_init + max visits) * value_scale`. `prior` holds the prior's
     probabilities (any value where unvisited).
 
-    With `tree_low`/`tree_high`, the rescaling range also covers the whole tree's Q.
+    With `tree_low`/`tree_high`, the rescaling range also covers the whole tree's Q. The
+    range is at least `min_q_range` (mctx's `epsilon`).
 
     The operations are mctx's, in its order, but the reductions that can share a pass do:
     the min and max of the completed Q come from those of the visited Q and the value
@@ -61,6 +62,7 @@ def completed_q_parts(
     maxvisit_init: float,
     rescale_values: bool,
     use_mixed_value: bool,
+    min_q_range: float = EPSILON,
     tree_low: Float[Array, " *nodes"] | None = None,
     tree_high: Float[Array, " *nodes"] | None = None,
 ) -> tuple[Float[Array, "*nodes num_actions"], Float[Array, " *nodes"], Float[Array, " *nodes"]]:
@@ -99,7 +101,7 @@ def completed_q_parts(
         if tree_low is not None and tree_high is not None:
             low = jnp.minimum(low, tree_low)
             high = jnp.maximum(high, tree_high)
-        scale = jnp.maximum(high - low, EPSILON)
+        scale = jnp.maximum(high - low, min_q_range)
         completed = (completed - low[..., None]) / scale[..., None]
         top = (top - low) / scale
     coefficient = (maxvisit_init + max_visits) * value_scale
@@ -112,7 +114,12 @@ class GumbelRule(AbstractSelectionRule):
 
     **Arguments:** how Q is completed (`completed_q`): `value_scale`, `maxvisit_init`,
     `rescale_values` (to [0, 1] by the node's range) and `use_mixed_value` (complete with
-    the mixed value rather than the network's), as in mctx.
+    the mixed value rather than the network's), as in mctx; `min_q_range`, the least range
+    the rescaling divides by (mctx's `epsilon`). With its default (1e-8) any spread of the
+    Q values, however small, becomes the full `[0, 1]`, and so up to `(maxvisit_init + max
+    visits) * value_scale` in the policy's logits; a floor in the returns' units (say one
+    reward) keeps the Q differences of an untrained model, which are noise, from making a
+    confident policy target, and leaves larger spreads as they are.
     """
 
     # Its rule reads more per level than XLA:CPU compiles into one function in a loop, and
@@ -123,10 +130,12 @@ class GumbelRule(AbstractSelectionRule):
     maxvisit_init: float = eqx.field(static=True, default=50.0)
     rescale_values: bool = eqx.field(static=True, default=True)
     use_mixed_value: bool = eqx.field(static=True, default=True)
+    min_q_range: float = eqx.field(static=True, default=EPSILON)
 
     def __check_init__(self):
         check_float("value_scale", self.value_scale, low=0.0, low_open=True)
         check_float("maxvisit_init", self.maxvisit_init, low=0.0)
+        check_float("min_q_range", self.min_q_range, low=0.0, low_open=True)
 
     def completed_q(self, node: Node) -> tuple[Array, Array, Array]:
         """`completed_q_parts` at `node`: sigma(completed Q), its maximum, total visits."""
@@ -139,6 +148,7 @@ class GumbelRule(AbstractSelectionRule):
             maxvisit_init=self.maxvisit_init,
             rescale_values=self.rescale_values,
             use_mixed_value=self.use_mixed_value,
+            min_q_range=self.min_q_range,
             tree_low=node.tree_low,
             tree_high=node.tree_high,
         )

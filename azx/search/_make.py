@@ -22,7 +22,10 @@ _PARTS = {
         "root_policy": (PUCTRoot, ("dirichlet_alpha", "dirichlet_fraction", "temperature")),
     },
     "gumbel": {
-        "rule": (GumbelRule, ("value_scale", "maxvisit_init", "rescale_values", "use_mixed_value")),
+        "rule": (
+            GumbelRule,
+            ("value_scale", "maxvisit_init", "rescale_values", "use_mixed_value", "min_q_range"),
+        ),
         "root_policy": (
             SequentialHalving,
             ("max_num_considered_actions", "gumbel_scale", "reorder_rounds", "visit_count_target"),

@@ -120,9 +120,11 @@ def qtransform_completed_by_tree(
     value_scale: float,
     maxvisit_init: float,
     use_mixed_value: bool,
+    min_q_range: float,
 ) -> Float[Array, " A"]:
     """mctx Q transform for Gumbel with [`azx.search.QByTree`][]: completed Q rescaled by
-    the min/max over the tree's visited edges and the node's own completed Q."""
+    the min/max over the tree's visited edges and the node's own completed Q (a range of
+    at least `min_q_range`)."""
     low, high = _tree_q_range(tree)
     return completed_q(
         tree.raw_values[node_index],
@@ -133,6 +135,7 @@ def qtransform_completed_by_tree(
         maxvisit_init=maxvisit_init,
         rescale_values=True,
         use_mixed_value=use_mixed_value,
+        min_q_range=min_q_range,
         tree_low=low,
         tree_high=high,
     )
@@ -421,6 +424,7 @@ class MctxGumbel(AbstractMctxSearch):
                 maxvisit_init=rule.maxvisit_init,
                 rescale_values=rule.rescale_values,
                 use_mixed_value=rule.use_mixed_value,
+                epsilon=rule.min_q_range,
             )
         else:
             qtransform = functools.partial(
@@ -428,6 +432,7 @@ class MctxGumbel(AbstractMctxSearch):
                 value_scale=rule.value_scale,
                 maxvisit_init=rule.maxvisit_init,
                 use_mixed_value=rule.use_mixed_value,
+                min_q_range=rule.min_q_range,
             )
         with third_party_numerics():
             output = mctx.gumbel_muzero_policy(
