@@ -204,11 +204,10 @@ def test_the_movers_reward_and_discount_follow_the_turn():
     assert set(np.asarray(player_0).tolist()) == {-1.0, 1.0}
 
 
-# The default run checks that a move drawn at random with probability 1 replaces the
-# search's; the slow tier repeats it with none drawn and with two random opening moves.
-@pytest.mark.parametrize(
-    ("opening", "probability"), slow_repeats([(0, 0.0), (2, 0.0), (0, 1.0)], {(0, 0.0), (2, 0.0)})
-)
+# Options of self-play, checked in the slow tier: a move drawn at random with probability
+# 1 replaces the search's, none drawn, and two random opening moves.
+@pytest.mark.slow
+@pytest.mark.parametrize(("opening", "probability"), [(0, 0.0), (2, 0.0), (0, 1.0)])
 def test_random_moves_replace_the_search_choice_where_asked(opening, probability):
     # A deterministic search (uniform prior, zero value, temperature 0, no noise): the
     # moves played are its own choices except in the first `opening` moves of each game,
@@ -307,6 +306,7 @@ def test_fast_search_simulations_must_be_fewer_than_the_search():
         azx.alphazero.AlphaZero(env, azx.search.Gumbel(8), config)
 
 
+@pytest.mark.slow  # an option of self-play, as the random moves below
 def test_playout_cap_randomisation_mixes_full_and_fast_searches():
     # Deterministic searches (no Gumbel noise), so each move can be replayed: a move is a
     # full search for every game (its action played, its policy target stored) or a fast

@@ -67,6 +67,7 @@ def check_analysis(analysis, reference):
     assert analysis["pv"][0] == analysis["action"]
 
 
+@pytest.mark.slow  # (CI runs the slow tier too)
 def test_analysis_and_replies_are_the_search_and_the_agent(served, trained):
     explorer, port = served
     run = explorer.runs[0].run
@@ -308,6 +309,7 @@ def opened_replays(run, out):
     return opened
 
 
+@pytest.mark.slow
 def test_eval_record_writes_the_games_the_evaluation_counts(trained, tmp_path):
     out = tmp_path / "replays"
     specs, games = ("random",), 4

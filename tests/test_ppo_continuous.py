@@ -215,6 +215,10 @@ def test_first_minibatch_recomputes_the_rollout_log_probs(
     assert np.all(np.asarray(t.reward) <= 0) and np.all(np.asarray(t.reward) >= -16.3)
 
 
+# The slow tier: the default run resumes PPO exactly through `azx train --resume`
+# (tests/test_cli_ppo.py) and restores a checkpoint in a fresh process
+# (tests/test_checkpoint.py).
+@pytest.mark.slow
 def test_training_resumes_bit_for_bit_from_a_checkpoint(pendulum, tmp_path):
     trainer, state = _continuous_trainer(pendulum, normalize_observations=True)
     train = eqx.filter_jit(trainer.train)

@@ -34,10 +34,13 @@ def _small_alphazero():
 @pytest.mark.parametrize(
     ("make", "vmap"),
     [
-        pytest.param(lambda: azx.presets.get("ppo_cartpole"), True, id="ppo-vmap"),
-        # Seeds one after another are bit for bit their own runs: the slow tier checks it
-        # for PPO and AlphaZero (the default run trains AlphaZero's seeds one after
-        # another through `azx train` in tests/test_cli_seeds.py).
+        # The default run trains ppo_cartpole's seeds under `vmap` through `azx train
+        # --seeds` and compares each with its own run (tests/test_cli_seeds.py); the slow
+        # tier makes every check here. One after another, seeds are bit for bit their own
+        # runs.
+        pytest.param(
+            lambda: azx.presets.get("ppo_cartpole"), True, id="ppo-vmap", marks=pytest.mark.slow
+        ),
         pytest.param(
             lambda: azx.presets.get("ppo_cartpole"),
             False,

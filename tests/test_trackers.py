@@ -58,6 +58,8 @@ def test_scalars_name_every_number_of_a_record():
     }
 
 
+# The trackers are extras: what they hold is checked in the slow tier (CI runs it).
+@pytest.mark.slow
 def test_tensorboard_holds_every_scalar_against_iterations_and_steps(logged):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
@@ -80,6 +82,7 @@ def test_tensorboard_holds_every_scalar_against_iterations_and_steps(logged):
     assert images[-1].encoded_image_string[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_wandb_holds_every_scalar_against_iterations(logged):
     (run_file,) = (logged / "wandb").glob("offline-run-*/run-*.wandb")
     history = {}
