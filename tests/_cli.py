@@ -1,10 +1,9 @@
-"""Helpers shared by the command-line tests: invoking `azx`, a small trained run made once
-per test run, and the one-line error check."""
+"""Helpers shared by the command-line tests: invoking `azx`, runs trained once per test run,
+and the one-line error check."""
 
 import hashlib
 import os
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 
 from filelock import FileLock
@@ -22,11 +21,11 @@ def azx_cli(*args, input=None):
     return CliRunner().invoke(app, [str(a) for a in args], input=input)
 
 
-def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Path:
-    """This process's own copy of the directory that `make(path)` writes (a trained run),
-    made once per test run: under pytest-xdist the first worker that needs it makes it
-    while the others wait, and each worker then copies it, to read or change as its own,
-    instead of training the same run again."""
+def trained_once(tmp_path_factory, name: str, *args) -> Path:
+    """This process's own copy of the run that `azx train --out DIR ARGS` writes, trained
+    once per test run: under pytest-xdist the first worker that needs it trains it while
+    the others wait, and each worker then copies it, to read or change as its own, instead
+    of training the same run again."""
     base = tmp_path_factory.getbasetemp()
     shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / "made-once"
     shared.mkdir(exist_ok=True)
@@ -34,18 +33,12 @@ def made_once(tmp_path_factory, name: str, make: Callable[[Path], object]) -> Pa
     with FileLock(shared / f"{name}.lock"):
         if not done.exists():
             shutil.rmtree(made, ignore_errors=True)  # what a failed attempt left
-            make(made)
+            result = azx_cli("train", "--out", made, *args)
+            assert result.exit_code == 0, result.output
             done.touch()
     copy = tmp_path_factory.mktemp(name) / made.name
     shutil.copytree(made, copy)
     return copy
-
-
-def train_small_run(out: Path) -> Path:
-    """A 2-iteration tic_tac_toe run (checkpoints 1 and 2), made by `azx train`."""
-    result = azx_cli("train", "--out", out, "--iterations", 2, "--quiet", *SMALL)
-    assert result.exit_code == 0, result.output
-    return out
 
 
 def one_line_error(result, *needles) -> str:

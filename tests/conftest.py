@@ -13,7 +13,7 @@ import tempfile
 
 import jax
 import pytest
-from _cli import made_once, train_small_run
+from _cli import SMALL, trained_once
 
 
 # No silent int->float or bool->int promotion, and no implicit broadcasting between
@@ -66,7 +66,7 @@ def pytest_unconfigure(config):
 def trained(tmp_path_factory):
     """A 2-iteration tic_tac_toe run (checkpoints 1 and 2) made by `azx train`, shared by
     the command-line tests (read-only: tests that change a run change a copy)."""
-    return made_once(tmp_path_factory, "ttt", train_small_run)
+    return trained_once(tmp_path_factory, "ttt", "--iterations", 2, "--quiet", *SMALL)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -10,7 +10,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from _cli import made_once
+from _cli import trained_once
 from test_cli import _azx, _leaves, _one_line_error
 
 import azx
@@ -23,12 +23,7 @@ SMALL += ["--eval-episodes", "4", "--quiet"]
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A 2-iteration ppo_cartpole run, made by `azx train`."""
-
-    def make(out):
-        result = _azx("train", "--out", out, "--iterations", 2, *SMALL)
-        assert result.exit_code == 0, result.output
-
-    return made_once(tmp_path_factory, "ppo_cartpole", make)
+    return trained_once(tmp_path_factory, "ppo_cartpole", "--iterations", 2, *SMALL)
 
 
 def test_train_writes_metrics_with_returns_and_a_curve(trained):

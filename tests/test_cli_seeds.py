@@ -11,7 +11,7 @@ import shutil
 import jax
 import numpy as np
 import pytest
-from _cli import azx_cli, made_once
+from _cli import azx_cli, trained_once
 from test_seeds import _leaves
 
 import azx
@@ -26,14 +26,9 @@ _CLOCK = {"elapsed_s", "steps_per_s"}
 @pytest.fixture(scope="module")
 def together(tmp_path_factory):
     """Seeds 3 and 4 of ppo_cartpole, two iterations, as one `azx train --seeds 2`."""
-
-    def make(out):
-        result = azx_cli(
-            "train", "--out", out, "--seed", 3, "--seeds", 2, "--iterations", 2, *SMALL
-        )
-        assert result.exit_code == 0, result.output
-
-    return made_once(tmp_path_factory, "seeds", make)
+    return trained_once(
+        tmp_path_factory, "seeds", "--seed", 3, "--seeds", 2, "--iterations", 2, *SMALL
+    )
 
 
 def _assert_records_close(actual: list[dict], expected: list[dict]) -> None:

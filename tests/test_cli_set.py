@@ -9,7 +9,7 @@ import json
 import jax
 import numpy as np
 import pytest
-from _cli import azx_cli, made_once, one_line_error
+from _cli import azx_cli, one_line_error, trained_once
 
 import azx
 
@@ -21,12 +21,7 @@ SETS += ["--set", "network_options.hidden_sizes=[32, 32]", "--set", "eval_episod
 
 @pytest.fixture(scope="module")
 def changed(tmp_path_factory):
-
-    def make(out):
-        result = azx_cli("train", "--out", out, "--iterations", 2, *PPO, *SETS)
-        assert result.exit_code == 0, result.output
-
-    return made_once(tmp_path_factory, "set", make)
+    return trained_once(tmp_path_factory, "set", "--iterations", 2, *PPO, *SETS)
 
 
 def _preset(out):

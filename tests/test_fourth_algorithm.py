@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from _cli import azx_cli, made_once, one_line_error
+from _cli import azx_cli, one_line_error, trained_once
 
 import azx
 
@@ -44,12 +44,7 @@ def registered():
 @pytest.fixture(scope="module")
 def trained(registered, tmp_path_factory):
     """A 2-iteration reinforce_cartpole run, made by `azx train`."""
-
-    def make(out):
-        result = azx_cli("train", "--out", out, "--iterations", 2, *TRAIN)
-        assert result.exit_code == 0, result.output
-
-    return made_once(tmp_path_factory, "reinforce", make)
+    return trained_once(tmp_path_factory, "reinforce", "--iterations", 2, *TRAIN)
 
 
 def test_train_writes_the_algorithms_records_and_evaluations(trained):

@@ -16,7 +16,7 @@ import pytest
 import tensorboard  # noqa: F401
 import tensorboardX  # noqa: F401
 import wandb  # noqa: F401
-from _cli import azx_cli, made_once, one_line_error
+from _cli import azx_cli, one_line_error, trained_once
 
 import azx
 from azx._trackers import scalars
@@ -30,17 +30,12 @@ SMALL += ["--eval-every", 2, "--eval-episodes", 4, "--quiet"]
 @pytest.fixture(scope="module")
 def logged(tmp_path_factory):
     """A 4-iteration ppo_cartpole run logged to both trackers."""
-
-    def make(out):
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("WANDB_MODE", "offline")
-            patch.setenv("WANDB_SILENT", "true")
-            result = azx_cli(
-                "train", "--out", out, "--log", "tensorboard", "--log", "wandb", *SMALL
-            )
-        assert result.exit_code == 0, result.output
-
-    return made_once(tmp_path_factory, "trackers", make)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("WANDB_MODE", "offline")
+        patch.setenv("WANDB_SILENT", "true")
+        return trained_once(
+            tmp_path_factory, "trackers", "--log", "tensorboard", "--log", "wandb", *SMALL
+        )
 
 
 def test_scalars_name_every_number_of_a_record():
