@@ -368,6 +368,7 @@ def test_past_opponents_need_a_two_player_game():
         azx.alphazero.AlphaZero(azx.envs.make("2048"), azx.search.Gumbel(8), config)
 
 
+@pytest.mark.slow  # an option of self-play (past opponents), as the playout cap above
 def test_past_networks_play_one_side_of_every_nth_game():
     # Deterministic searches (no Gumbel noise), so each move can be replayed: in every
     # fourth game one side is played by the kept past network (its search's move, no
@@ -433,6 +434,7 @@ def test_past_networks_play_one_side_of_every_nth_game():
     assert differing > 0
 
 
+@pytest.mark.slow  # an option of self-play (past opponents), as the playout cap above
 def test_past_params_keep_the_newest_versions_at_the_interval():
     trainer, state = tic_tac_toe()
     config = eqx.tree_at(
@@ -457,6 +459,7 @@ def test_past_params_keep_the_newest_versions_at_the_interval():
     )
 
 
+@pytest.mark.slow  # an option of the value target, as the playout cap above
 def test_value_targets_mix_the_root_value_as_asked():
     trainer, state = tic_tac_toe()
     state = eqx.filter_jit(trainer.self_play)(state, jax.random.key(0))

@@ -112,7 +112,8 @@ def test_eval_prints_counts_and_writes_json(trained, tmp_path):
     assert record["wins"] == 0 and record["draws"] + record["losses"] == 10
 
 
-def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
+@pytest.mark.slow  # a run of its own with five evaluations; the slow tier keeps it
+def test_evaluations_more_often_than_logs_end_the_training_calls_early(tmp_path):
     # Four evaluations: the newest three checkpoints and the evaluated ones are kept. An
     # evaluation interval shorter than the logging one ends the training calls early.
     run = tmp_path / "run"
@@ -124,10 +125,13 @@ def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
     assert azx.checkpoint.Checkpointer(run / "checkpoints").all_steps() == [2, 4, 6, 8]
     evaluated = [r["iteration"] for r in azx.run.read_metrics(run) if "eval" in r]
     assert evaluated == [0, 2, 4, 6, 8]
+
+
+def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
     path = tmp_path / "eval.json"
     result = _azx(
-        "eval", "--run", run, "--agent", "network", "--opponent", f"run:{run}@2",
-        "--opponent", f"run:{run}", "--opponent", "random", "--opening-plies", 2,
+        "eval", "--run", trained, "--agent", "network", "--opponent", f"run:{trained}@1",
+        "--opponent", f"run:{trained}", "--opponent", "random", "--opening-plies", 2,
         "--games", 20, "--json", path,
     )  # fmt: skip
     assert result.exit_code == 0, result.output
@@ -135,7 +139,7 @@ def test_eval_against_checkpoints_of_a_run(trained, tmp_path):
     saved = json.loads(path.read_text())
     assert saved["opening_plies"] == 2
     # Without @ITERATION the newest checkpoint plays, named by its iteration.
-    assert list(saved["results"]) == [f"run:{run}@2", f"run:{run}@8", "random"]
+    assert list(saved["results"]) == [f"run:{trained}@1", f"run:{trained}@2", "random"]
     for record in saved["results"].values():
         assert record["games"] == 20 and sum(record["as_first"]) == 10
     assert "Elo relative to the agent" in result.output

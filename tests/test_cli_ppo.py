@@ -124,27 +124,21 @@ def test_presets_round_trip_through_json(name):
     assert azx.presets.from_dict(json.loads(json.dumps(preset.to_dict()))) == preset
 
 
-def test_progress_names_each_phase(tmp_path):
-    # Off a terminal the phases are lines; on one they sit beside the progress bar.
+def test_progress_names_each_phase_and_logs_at_least_every_log_seconds(tmp_path, monkeypatch):
+    import azx._loop
+
+    # Off a terminal the phases are lines (on one they sit beside the progress bar), and a
+    # progress line comes at least every `LOG_SECONDS`: here after every training call.
+    monkeypatch.setattr(azx._loop, "LOG_SECONDS", 0.0)
     args = ["--preset", "ppo_cartpole", "--log-every", "1", "--eval-every", "1"]
-    result = _azx("train", "--out", tmp_path, "--iterations", 1, "--eval-episodes", 4, *args)
+    result = _azx("train", "--out", tmp_path, "--iterations", 2, "--eval-episodes", 4, *args)
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     compiling = lines.index("compiling the training step…")
     evaluating = lines.index("evaluating the policy (4 episodes)…")
     assert compiling < evaluating
     assert lines[evaluating + 1].startswith("iteration 0 (untrained): return ")
-
-
-def test_logs_off_a_terminal_get_a_progress_line_at_least_every_log_seconds(tmp_path, monkeypatch):
-    import azx._loop
-
-    monkeypatch.setattr(azx._loop, "LOG_SECONDS", 0.0)  # a line after every training call
-    args = ["--preset", "ppo_cartpole", "--log-every", "1", "--eval-every", "2"]
-    result = _azx("train", "--out", tmp_path, "--iterations", 2, "--eval-episodes", 4, *args)
-    assert result.exit_code == 0, result.output
-    progress = [line for line in result.output.splitlines() if line.startswith("iteration ")]
-    progress = [line for line in progress if "/2 |" in line]
+    progress = [line for line in lines if line.startswith("iteration ") and "/2 |" in line]
     assert [line.split(" |")[0] for line in progress] == ["iteration 1/2", "iteration 2/2"]
     for line in progress:
         assert "steps/s" in line and "| eta " in line

@@ -125,16 +125,18 @@ def test_env_of_another_kind_is_refused(tmp_path, preset, env, needles):
     assert not (tmp_path / "x").exists()
 
 
-def test_python_train_takes_the_same_settings(tmp_path):
-    run = azx.run.train(
-        tmp_path / "py",
-        preset="ppo_cartpole",
-        iterations=1,
-        eval_every=1,
-        settings=["num_envs=4", "eval_episodes=2"],
-        quiet=True,
-    )
-    assert run.preset.config.num_envs == 4
+def test_python_train_takes_the_same_settings(changed, tmp_path):
+    # The run's own settings resume it (here with nothing left to train); another value of
+    # one of them is refused, naming it.
+    settings = SETS[1::2]
+    run = azx.run.train(changed, resume=True, settings=settings, quiet=True)
+    assert run.preset.config.num_envs == 8 and run.preset.recipe.eval_episodes == 3
+    changing = [*settings, "config.learning_rate=0.01"]
+    with pytest.raises(
+        azx.run.RunError,
+        match=r"`settings` would change config\.learning_rate \(0\.001 there, 0\.01 here\)",
+    ):
+        azx.run.train(changed, resume=True, settings=changing, quiet=True)
     with pytest.raises(azx.run.RunError, match="`nope` is not an option"):
         azx.run.train(tmp_path / "bad", preset="ppo_cartpole", nope=1)
     with pytest.raises(azx.run.RunError, match="`eval_games` applies to alphazero"):

@@ -70,9 +70,11 @@ def _play_to_the_end(env, key):
     return done, stats, observation
 
 
-# The default run plays a board game, a game with chance and one with a single player; the
-# slow tier adds the other boards (go's games are the longest to play out).
-@pytest.mark.parametrize("name", slow_repeats(GAMES, {"go_9x9", "connect_four", "othello"}))
+# The default run plays a board game and a single-player game with chance (2048); the slow
+# tier adds the other boards (go's games are the longest to play out) and backgammon.
+@pytest.mark.parametrize(
+    "name", slow_repeats(GAMES, {"go_9x9", "connect_four", "othello", "backgammon"})
+)
 def test_random_play_under_jit_and_vmap(name):
     env = azx.envs.make(name)
     play = jax.jit(jax.vmap(lambda key: _play_to_the_end(env, key)))

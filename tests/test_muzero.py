@@ -236,6 +236,7 @@ def _with_consistency_head(net, key):
     return eqx.tree_at(lambda n: n.consistency, net, head, is_leaf=lambda x: x is None)
 
 
+@pytest.mark.slow  # an option of the loss (EfficientZero's); a test below checks it off
 def test_consistency_loss_equals_a_step_by_step_computation():
     net = _with_consistency_head(
         mz.mlp_net((1,), 2, embedding_size=4, width=8, key=jax.random.key(0)), jax.random.key(1)
@@ -354,7 +355,11 @@ def test_step_and_train_shapes_and_determinism():
         np.asarray(jax.tree.leaves(one.params)[0]), np.asarray(jax.tree.leaves(state.params)[0])
     )
     _assert_states_equal(one, step(state, jax.random.key(5)))
-    trained = eqx.filter_jit(trainer.train)(state, 4)
+    # Four iterations keyed as `train` keys them, through the step compiled above (`train`
+    # is the trainers' shared `lax.scan` of `step`, which MuZero's command-line runs use).
+    trained = state
+    for _ in range(4):
+        trained = step(trained, jax.random.fold_in(trained.key, trained.iteration))
     assert int(trained.iteration) == 4
     # 16 steps per row, windows of 8: steps 0..8 start segments in each of 4 rows.
     assert int(trained.metrics.replay_segments) == 4 * 9

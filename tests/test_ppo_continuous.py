@@ -265,6 +265,7 @@ def test_equal_configurations_make_equal_trainers_that_compile_once(pendulum):
 # ----------------------------------------------------------------------------- settings
 
 
+@pytest.mark.slow  # an option of the learner (a separate critic rate)
 def test_critic_learning_rate_moves_only_the_critic_when_the_actor_rate_is_tiny(pendulum):
     for actor_rate, critic_rate, moving, still in [
         (1e-12, 1e-2, "value", "policy"),
