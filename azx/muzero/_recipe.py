@@ -131,7 +131,10 @@ _TIC_TAC_TOE = Preset(
     # openings and symmetries self-play narrows to a few games, and the search loses a
     # fifth of its games to a random player; with them but without the random moves and
     # the exploratory PUCT above, the search still loses to the exact solver on most
-    # seeds (benchmarks/notes.md has the runs).
+    # seeds (benchmarks/notes.md has the runs). A completed line is the one reward, and
+    # self-play between good players completes few: the reward loss weighs four times the
+    # value's, so that the model knows the win in positions with threats on both sides,
+    # where a search over it otherwise blocks instead of winning.
     config=Config(
         num_envs=64,
         collect_steps=8,
@@ -145,6 +148,7 @@ _TIC_TAC_TOE = Preset(
         augment_symmetries=True,
         absorbing_end=True,
         value_loss_weight=1.0,
+        reward_loss_weight=4.0,
         learning_rate=3e-3,
         decay_iterations=1200,
     ),
