@@ -29,7 +29,6 @@ N` plays the same episodes' keys for every run.
 """
 
 import argparse
-import json
 import pathlib
 
 import azx
@@ -72,13 +71,11 @@ VARIANTS = {
 def evaluations(run: str) -> list[tuple[int, int, dict]]:
     """A run's evaluations in `metrics.jsonl`: (iteration, environment steps, record of
     its first agent) for each record that has one."""
-    rows = []
-    for line in (pathlib.Path(run) / "metrics.jsonl").read_text().splitlines():
-        record = json.loads(line)
-        if "eval" in record:
-            first = next(iter(record["eval"].values()))
-            rows.append((record["iteration"], record["env_steps"], first))
-    return rows
+    return [
+        (record["iteration"], record["env_steps"], next(iter(record["eval"].values())))
+        for record in azx.run.read_metrics(run)
+        if "eval" in record
+    ]
 
 
 def compare(runs: list[str], plot: str | None) -> None:
