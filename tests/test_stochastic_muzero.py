@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from _four_devices import run_script
 from _tiers import slow_repeats
+from test_muzero import G, K, N, R, V, _window
 from test_search_chance import exact_q
 
 import azx
@@ -288,6 +289,62 @@ def test_the_straight_through_code_is_one_hot_with_the_softmax_gradient():
     grad = jax.grad(lambda x: jnp.dot(mz.straight_through_code(x), weights))(logits)
     expected = jax.grad(lambda x: jnp.dot(jax.nn.softmax(x), weights))(logits)
     np.testing.assert_allclose(np.asarray(grad), np.asarray(expected), rtol=1e-6)
+
+
+def test_the_consistency_loss_reaches_the_encoder_through_the_code():
+    # Observations of size 1 (test_muzero's window: observation t is t), 2 actions, 3 codes.
+    net = mz.stochastic_mlp_net((1,), 2, num_codes=3, embedding_size=4, width=8,
+                                key=jax.random.key(0))  # fmt: skip
+    head = mz.ConsistencyHead((4,), hidden_size=8, projection_size=3, key=jax.random.key(1))
+    net = eqx.tree_at(lambda n: n.consistency, net, head, is_leaf=lambda x: x is None)
+    window = _window(R, G, V, terminated=[1])  # step 2's observation is the next episode's
+    targets = mz.unroll_targets(window, K, N, absorbing_end=True)
+    weight = 2.0
+
+    def consistency_of(net):
+        parts = mz.stochastic_segment_loss(
+            net, window.observation[0], targets, consistency_loss_weight=weight
+        )
+        return parts[6]
+
+    # By hand: afterstate of action k, the encoder's straight-through code of the move from
+    # observation k to k + 1, the dynamics' embedding against observation k + 1's projection.
+    real = [np.asarray(net.consistency.project(net.represent(window.observation[k])))
+            for k in (1, 2)]  # fmt: skip
+    in_episode = [1.0, 0.0]
+
+    def by_hand(net):
+        embedding, total = net.represent(window.observation[0]), 0.0
+        for k in range(K):
+            afterstate = net.afterstate(embedding, jnp.int32(k % 2))
+            code = mz.straight_through_code(
+                net.encode(window.observation[k], window.observation[k + 1])
+            )
+            _, embedding = net.dynamics(afterstate, code)
+            embedding = mz.scale_gradient(embedding, 0.5)
+            online = net.consistency.predict(net.consistency.project(embedding))
+            cosine = jnp.dot(online, real[k]) / (jnp.linalg.norm(online) * np.linalg.norm(real[k]))
+            total += in_episode[k] * (1.0 - cosine) / K
+        return weight * total
+
+    np.testing.assert_allclose(float(consistency_of(net)), float(by_hand(net)), rtol=1e-5)
+    grads = eqx.filter_grad(consistency_of)(net)
+    expected = eqx.filter_grad(by_hand)(net)
+    for got, want in zip(jax.tree.leaves(grads), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-7)
+    # The code carries the loss's gradient into the encoder.
+    assert any(np.any(np.asarray(g)) for g in jax.tree.leaves(grads.encoder))
+    # Weight 0: the other parts as without the head, and no consistency part.
+    plain = eqx.tree_at(lambda n: n.consistency, net, None)
+    with_head = mz.stochastic_segment_loss(net, window.observation[0], targets)
+    without = mz.stochastic_segment_loss(plain, window.observation[0], targets)
+    for a, b in zip(with_head, without, strict=True):
+        assert float(a) == float(b)
+    assert float(with_head[6]) == 0.0
+    with pytest.raises(ValueError, match="needs a network with a consistency head"):
+        mz.stochastic_segment_loss(
+            plain, window.observation[0], targets, consistency_loss_weight=1.0
+        )
 
 
 # About 35 s of compiling on a 2-core CPU: the slow tier's.

@@ -6,9 +6,10 @@ import jax
 import jax.numpy as jnp
 from jaxtyping import Array, Bool, Float, Shaped
 
-from ._nets import MuZeroNet
+from ._nets import ConsistencyHead, MuZeroNet
 from ._replay import Targets
 from ._scaling import scale_value, two_hot
+from ._stochastic_nets import StochasticMuZeroNet
 
 
 class LossParts(eqx.Module):
@@ -48,6 +49,32 @@ def _unit(x: Float[Array, " projection"]) -> Float[Array, " projection"]:
     return x / jnp.maximum(jnp.linalg.norm(x), 1e-8)
 
 
+def consistency_targets(
+    net: MuZeroNet | StochasticMuZeroNet, weight: float, next_observation: Shaped[Array, "k ..."]
+) -> Float[Array, "k projection"]:
+    """The consistency loss's targets: the projections of the representations of the
+    observations the game reached, their gradient stopped; `ValueError` where `net` has no
+    consistency head to give them."""
+    if net.consistency is None:
+        raise ValueError(
+            f"consistency_loss_weight={weight} needs a network with a consistency head "
+            f"({type(net).__name__}.consistency, an azx.muzero.ConsistencyHead)"
+        )
+    real = jax.vmap(net.represent)(next_observation)
+    return jax.lax.stop_gradient(jax.vmap(net.consistency.project)(real))
+
+
+def consistency_term(
+    head: ConsistencyHead,
+    embedding: Float[Array, "*embedding"],
+    target: Float[Array, " projection"],
+) -> Float[Array, ""]:
+    """`1 - cos(p, z)`: `p` the predictor on the projection of a dynamics `embedding`, `z`
+    its `target` (a row of `consistency_targets`)."""
+    online = head.predict(head.project(embedding))
+    return 1.0 - jnp.dot(_unit(online), _unit(target))
+
+
 def segment_loss(
     net: MuZeroNet,
     observation: Shaped[Array, "..."],
@@ -82,14 +109,9 @@ def segment_loss(
     embedding = net.represent(observation)
     policy_loss = value_loss = reward_loss = consistency_loss = jnp.float32(0.0)
     if consistency_loss_weight:
-        head = net.consistency
-        if head is None:
-            raise ValueError(
-                f"consistency_loss_weight={consistency_loss_weight} needs a network with a "
-                "consistency head (MuZeroNet.consistency, an azx.muzero.ConsistencyHead)"
-            )
-        real = jax.vmap(net.represent)(targets.next_observation)
-        real_projection = jax.lax.stop_gradient(jax.vmap(head.project)(real))
+        real_projection = consistency_targets(
+            net, consistency_loss_weight, targets.next_observation
+        )
     for k in range(unroll_steps + 1):
         weight = 1.0 if k == 0 else 1.0 / unroll_steps
         logits, value_head = net.prediction(embedding)
@@ -105,10 +127,10 @@ def segment_loss(
         reward_head, embedding = net.dynamics(embedding, targets.actions[k])
         embedding = scale_gradient(embedding, 0.5)
         if consistency_loss_weight:
-            online = head.predict(head.project(embedding))
-            cosine = jnp.dot(_unit(online), _unit(real_projection[k]))
             step_weight = targets.mask[k + 1].astype(jnp.float32) / unroll_steps
-            consistency_loss += step_weight * (1.0 - cosine)
+            consistency_loss += step_weight * consistency_term(
+                net.consistency, embedding, real_projection[k]
+            )
         # The k-th action's reward is the (k + 1)-th unroll step's prediction.
         reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
         reward_loss += reward_weight * head_loss(

@@ -270,6 +270,7 @@ class StochasticMuZeroRecipe(_AbstractMuZeroRecipe):
         "q_loss",
         "chance_loss",
         "commitment_loss",
+        "consistency_loss",
     )
 
     search: str = "gumbel"

@@ -18,6 +18,7 @@ from .._types import PRNGKey
 from .._validate import check_positive_int
 from ..nets._common import as_float, check_shape, flat_size
 from ._nets import (
+    ConsistencyHead,
     MLPPrediction,
     MLPRepresentation,
     check_sizes,
@@ -178,6 +179,10 @@ class StochasticMuZeroNet(eqx.Module):
     num_actions: int = eqx.field(static=True)
     num_codes: int = eqx.field(static=True)
     support_size: int | None = eqx.field(static=True)
+    consistency: ConsistencyHead | None = None
+    """The head of the self-supervised consistency loss ([`azx.muzero.ConsistencyHead`][])
+    on the embeddings the dynamics reaches through the encoder's codes, or `None` (no
+    such loss), as [`azx.muzero.MuZeroNet`][]'s."""
 
     def __check_init__(self):
         check_positive_int("num_actions", self.num_actions)

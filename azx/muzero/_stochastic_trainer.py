@@ -17,7 +17,7 @@ from .._validate import check_non_negative_number
 from ..envs import AbstractEnv
 from ..search import AbstractSearch
 from ._config import Config
-from ._loss import head_loss, scale_gradient
+from ._loss import consistency_targets, consistency_term, head_loss, scale_gradient
 from ._replay import ReplayState, SegmentReplay, Targets
 from ._stochastic import StochasticLearnedModel
 from ._stochastic_nets import StochasticMuZeroNet, straight_through_code
@@ -28,6 +28,7 @@ from ._trainer import (
     learn_in_updates,
     play_and_store,
     sample_segments,
+    with_consistency_head,
 )
 
 
@@ -45,6 +46,8 @@ class StochasticLossParts(eqx.Module):
     """`sigma`'s cross-entropy against the encoder's code of the observation reached."""
     commitment_loss: Float[Array, ""]
     """The encoder's softmax pulled towards its own one-hot code (VQ-VAE's commitment)."""
+    consistency_loss: Float[Array, ""]
+    """The weighted consistency loss (0 with `consistency_loss_weight=0`)."""
     policy_entropy: Float[Array, ""]
     count: Float[Array, ""]
 
@@ -58,10 +61,11 @@ def stochastic_segment_loss(
     reward_loss_weight: float = 1.0,
     chance_loss_weight: float = 1.0,
     commitment_loss_weight: float = 0.25,
+    consistency_loss_weight: float = 0.0,
 ) -> tuple[Float[Array, ""], ...]:
     """Stochastic MuZero's losses of ONE segment, as the paper trains them: `(policy,
-    value, reward, q, chance, commitment, entropy)`, each summed over unroll steps, those
-    after the first weighted `1/K` (as [`azx.muzero.segment_loss`][]).
+    value, reward, q, chance, commitment, consistency, entropy)`, each summed over unroll
+    steps, those after the first weighted `1/K` (as [`azx.muzero.segment_loss`][]).
 
     At each unroll step `k < K` the afterstate of the `k`-th action gives `Q`, trained
     towards step `k`'s value target, and `sigma`, trained by cross-entropy towards the
@@ -71,6 +75,13 @@ def stochastic_segment_loss(
     from what the dynamics makes of its codes, and the commitment loss `|c - softmax|^2`
     keeps the encoder's softmax near its own one-hot code. The chance and commitment terms
     count where step `k + 1`'s observation lies in the episode (`targets.mask[k + 1]`).
+
+    With `consistency_loss_weight > 0`, the embedding the dynamics reaches from the
+    afterstate with the code is pulled towards the representation of the observation the
+    game reached, as in [`azx.muzero.segment_loss`][] (`net.consistency` the head). The
+    reward of a move whose chance follows it (2048's merge) is known at the afterstate,
+    so without this term nothing but later values and policies asks the code to tell the
+    outcomes apart; with it, the next embedding must.
     """
     unroll_steps = targets.actions.shape[0]
     support = net.support_size
@@ -78,8 +89,13 @@ def stochastic_segment_loss(
     # The code of step k + 1: what chance did between the observations of steps k and k + 1.
     previous = jnp.concatenate([observation[None], targets.next_observation[:-1]])
     code_logits = jax.vmap(net.encode)(previous, targets.next_observation)
+    if consistency_loss_weight:
+        real_projection = consistency_targets(
+            net, consistency_loss_weight, targets.next_observation
+        )
     zero = jnp.float32(0.0)
     policy_loss = value_loss = reward_loss = q_loss = chance_loss = commitment_loss = zero
+    consistency_loss = zero
     for k in range(unroll_steps + 1):
         weight = 1.0 if k == 0 else 1.0 / unroll_steps
         logits, value_head = net.prediction(embedding)
@@ -103,6 +119,10 @@ def stochastic_segment_loss(
         commitment_loss += step_weight * committed
         reward_head, embedding = net.dynamics(afterstate, code)
         embedding = scale_gradient(embedding, 0.5)
+        if consistency_loss_weight:
+            consistency_loss += step_weight * consistency_term(
+                net.consistency, embedding, real_projection[k]
+            )
         reward_weight = targets.reward_mask[k].astype(jnp.float32) / unroll_steps
         reward_loss += reward_weight * head_loss(support, reward_head, targets.reward_target[k])
     return (
@@ -112,6 +132,7 @@ def stochastic_segment_loss(
         value_loss_weight * q_loss,
         chance_loss_weight * chance_loss,
         commitment_loss_weight * commitment_loss,
+        consistency_loss_weight * consistency_loss,
         jax.lax.stop_gradient(entropy),
     )
 
@@ -130,15 +151,19 @@ def stochastic_loss(
     )
     weight = valid.astype(jnp.float32)
     sums = [jnp.sum(weight * x) for x in parts]
+    total = sum(sums[:6])
+    if weights.get("consistency_loss_weight"):
+        total = total + sums[6]
     return StochasticLossParts(
-        loss=sum(sums[:6]),
+        loss=total,
         policy_loss=sums[0],
         value_loss=sums[1],
         reward_loss=sums[2],
         q_loss=sums[3],
         chance_loss=sums[4],
         commitment_loss=sums[5],
-        policy_entropy=sums[6],
+        consistency_loss=sums[6],
+        policy_entropy=sums[7],
         count=jnp.sum(weight),
     )
 
@@ -154,6 +179,7 @@ class StochasticMetrics(_selfplay.AbstractSelfPlayMetrics):
     q_loss: Float[Array, ""]
     chance_loss: Float[Array, ""]
     commitment_loss: Float[Array, ""]
+    consistency_loss: Float[Array, ""]
     policy_entropy: Float[Array, ""]
     updates_applied: Int[Array, ""]
     episodes: Int[Array, ""]
@@ -199,8 +225,9 @@ class StochasticMuZero(AbstractMuZeroTrainer[StochasticTrainState]):
     [`azx.parallel`][], checkpointed by [`azx.checkpoint`][]. The environment need not
     expose its chance: the model learns it from the observations. The search is a native
     one or [`azx.search.MctxPUCT`][] (mctx's stochastic policy), without tree reuse.
-    `config` is MuZero's; reanalyse, symmetry augmentation and the consistency loss are
-    MuZero's only (refused here).
+    `config` is MuZero's; reanalyse and symmetry augmentation are MuZero's only (refused
+    here). With `config.consistency_loss_weight > 0` the network gets a consistency head
+    where it has none, as [`azx.muzero.MuZero.init`][] gives one.
     """
 
     env: AbstractEnv
@@ -235,7 +262,7 @@ class StochasticMuZero(AbstractMuZeroTrainer[StochasticTrainState]):
             raise ValueError(
                 "Stochastic MuZero's search starts afresh at every move: pass reuse_tree=False"
             )
-        for name in ("reanalyse_steps", "consistency_loss_weight", "augment_symmetries"):
+        for name in ("reanalyse_steps", "augment_symmetries"):
             if getattr(config, name):
                 raise ValueError(
                     f"Stochastic MuZero does not support {name} (MuZero's only), got "
@@ -295,6 +322,7 @@ class StochasticMuZero(AbstractMuZeroTrainer[StochasticTrainState]):
             raise ValueError(
                 f"net has {net.num_actions} actions, the environment {self.env.num_actions}"
             )
+        net = with_consistency_head(self, net, key)
         return initial_state(self, StochasticTrainState, StochasticMetrics, net, key)
 
     def self_play(self, state: StochasticTrainState, key: PRNGKey) -> StochasticTrainState:
@@ -308,6 +336,7 @@ class StochasticMuZero(AbstractMuZeroTrainer[StochasticTrainState]):
             reward_loss_weight=self.config.reward_loss_weight,
             chance_loss_weight=self.chance_loss_weight,
             commitment_loss_weight=self.commitment_loss_weight,
+            consistency_loss_weight=self.config.consistency_loss_weight,
         )
         return descend(
             self, state, lambda net: stochastic_loss(net, observation, targets, valid, **weights)

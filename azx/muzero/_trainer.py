@@ -1,6 +1,6 @@
 import abc
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import equinox as eqx
 import jax
@@ -190,12 +190,7 @@ class MuZero(AbstractMuZeroTrainer[TrainState]):
         embedding (weights from `jax.random.split(key)[1]`, a key no iteration uses)."""
         if not isinstance(net, MuZeroNet):
             raise ValueError(f"net must be an azx.muzero.MuZeroNet, got {type(net).__name__}")
-        env = self.env
-        if self.config.consistency_loss_weight and net.consistency is None:
-            observation = jax.ShapeDtypeStruct(env.observation_shape, env.observation_dtype)
-            embedding = jax.eval_shape(net.represent, observation)
-            head = ConsistencyHead(embedding.shape, key=jax.random.split(key)[1])
-            net = eqx.tree_at(lambda n: n.consistency, net, head, is_leaf=lambda x: x is None)
+        net = with_consistency_head(self, net, key)
         return initial_state(self, TrainState, Metrics, net, key)
 
     def model(self, net: MuZeroNet) -> LearnedModel:
@@ -305,6 +300,22 @@ class MuZero(AbstractMuZeroTrainer[TrainState]):
         state = self.reanalyse(state, jax.random.fold_in(key, 2))
         state = self.learn(state, learn_key)
         return eqx.tree_at(lambda s: s.iteration, state, state.iteration + 1)
+
+
+Net = TypeVar("Net", MuZeroNet, StochasticMuZeroNet)
+
+
+def with_consistency_head(trainer: AbstractMuZeroTrainer, net: Net, key: PRNGKey) -> Net:
+    """`net` with a [`azx.muzero.ConsistencyHead`][] of the default sizes for its embedding
+    (weights from `jax.random.split(key)[1]`, a key no iteration uses) where the trainer's
+    `consistency_loss_weight` asks for the loss and `net` has no head; else `net`."""
+    if not trainer.config.consistency_loss_weight or net.consistency is not None:
+        return net
+    env = trainer.env
+    observation = jax.ShapeDtypeStruct(env.observation_shape, env.observation_dtype)
+    embedding = jax.eval_shape(net.represent, observation)
+    head = ConsistencyHead(embedding.shape, key=jax.random.split(key)[1])
+    return eqx.tree_at(lambda n: n.consistency, net, head, is_leaf=lambda x: x is None)
 
 
 def initial_state(
