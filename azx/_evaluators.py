@@ -17,7 +17,6 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-import equinox as eqx
 import jax
 
 from . import arena, envs
@@ -37,8 +36,6 @@ from ._report import (
     evaluate,
     evaluate_episodes,
     evaluate_policy,
-    kept_in_full,
-    match_record,
     plot_episodes_curve,
     plot_learning_curve,
     plot_return_curve,
@@ -223,22 +220,11 @@ class MatchEvaluator(_AbstractAgentEvaluator):
         )
         player = run.agent(agent, num_simulations=options["simulations"])
         simulations = self.recipe.agent_simulations(agent, options["simulations"])
-        key = jax.random.key(seed)
-        if on_games is None:
-            results = evaluate(
-                run.env, {agent: opening(player)}, opponents, num_games=games, key=key
-            )[agent]
-        else:  # the same matches, on the same keys as `evaluate`'s, their actions kept
-            results = {}
-            for index, (spec, opponent) in enumerate(opponents.items()):
-                match = kept_in_full(
-                    lambda keep, opponent=opponent, index=index: _play_match(
-                        run.env, opening(player), opponent, num_games=games,
-                        key=jax.random.fold_in(key, index), keep_actions=keep,
-                    )
-                )  # fmt: skip
-                on_games(spec, match)
-                results[spec] = match_record(match)
+        results = evaluate(
+            run.env, {agent: opening(player)}, opponents, num_games=games,
+            key=jax.random.key(seed),
+            on_games=None if on_games is None else lambda _, spec, match: on_games(spec, match),
+        )[agent]  # fmt: skip
         label = _label(agent, simulations)
         if opening_plies:
             label += f", the first {opening_plies} plies of every game random"
@@ -252,9 +238,6 @@ class MatchEvaluator(_AbstractAgentEvaluator):
         if points:
             result["points"] = {spec: record for spec, (record, _) in points.items()}
         return result, agent, lines
-
-
-_play_match = eqx.filter_jit(arena.play_match)
 
 
 def _backgammon_points(env, player, opponents, games: int, *, seed: int):

@@ -46,10 +46,12 @@ def evaluate(
     num_games: int,
     key,
     on_match: Callable[[str, str], None] | None = None,
+    on_games: Callable[[str, str, arena.MatchResult], None] | None = None,
 ) -> dict[str, dict[str, dict[str, Any]]]:
     """Play every agent against every opponent: a spec (see [`azx.arena.opponent`][]), or
     a name with its agent. `on_match(agent_name, opponent_name)`, if given, is called
-    before each match (to show progress).
+    before each match (to show progress); `on_games(agent_name, opponent_name, match)`,
+    where given, receives each match with its actions and keys kept (the same games).
 
     **Returns:** `{agent_name: {opponent_name: match_record}}`.
     """
@@ -62,7 +64,16 @@ def evaluate(
             if on_match is not None:
                 on_match(name, spec)
             match_key = jax.random.fold_in(key, index)
-            result = _play_match(env, agent, opponent, num_games=num_games, key=match_key)
+            if on_games is None:
+                result = _play_match(env, agent, opponent, num_games=num_games, key=match_key)
+            else:
+                result = kept_in_full(
+                    lambda keep, agent=agent, opponent=opponent, match_key=match_key: _play_match(
+                        env, agent, opponent, num_games=num_games, key=match_key,
+                        keep_actions=keep,
+                    )
+                )  # fmt: skip
+                on_games(name, spec, result)
             results[name][spec] = match_record(result)
     return results
 
