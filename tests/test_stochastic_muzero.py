@@ -291,6 +291,7 @@ def test_the_straight_through_code_is_one_hot_with_the_softmax_gradient():
     np.testing.assert_allclose(np.asarray(grad), np.asarray(expected), rtol=1e-6)
 
 
+@pytest.mark.slow  # an option of the loss, as MuZero's consistency test (about 17 s)
 def test_the_consistency_loss_reaches_the_encoder_through_the_code():
     # Observations of size 1 (test_muzero's window: observation t is t), 2 actions, 3 codes.
     net = mz.stochastic_mlp_net((1,), 2, num_codes=3, embedding_size=4, width=8,
