@@ -37,6 +37,14 @@ TRAIN = {
 }  # fmt: skip
 
 
+def _as_evaluated(total) -> pytest.approx:
+    """The evaluation's return, as one played step by step must equal it: exactly for
+    whole-number rewards; within float32 rounding for a continuous task's, whose rewards
+    the two compilations (one step a call, a loop of steps) may round differently in the
+    last bit on some CPUs (Pendulum's: -1630.28809 against -1630.28821 on one host)."""
+    return pytest.approx(float(total), rel=1e-6, abs=0.0)
+
+
 @pytest.fixture(scope="module")
 def trained_runs(tmp_path_factory):
     """Tiny runs of each preset, trained when first asked for: the plumbing, not strength."""
@@ -62,7 +70,7 @@ def test_a_recorded_episode_is_the_evaluation_s(trained_runs, preset):
         key = jax.random.key(seed)
         episode = record_episode(run, key=key, max_steps=1000)
         evaluation = run.play_episodes(1, key=key)
-        assert episode.returns()[-1] == float(evaluation.returns[0])
+        assert episode.returns()[-1] == _as_evaluated(evaluation.returns[0])
         assert len(episode.actions) == int(evaluation.lengths[0])
         assert episode.over == bool(evaluation.finished[0])
         assert len(episode.states) == len(episode.actions) + 1
@@ -85,7 +93,7 @@ def test_the_page_shows_each_episode_frame_by_frame(trained_runs):
             evaluation = run.play_episodes(1, key=jax.random.key(7))
             assert game["single_player"] and game["over"]
             assert game["move"] == game["frames"] - 1 == int(evaluation.lengths[0])
-            assert game["return"] == float(evaluation.returns[0])
+            assert game["return"] == _as_evaluated(evaluation.returns[0])
             assert game["result"] == f"Return {float(evaluation.returns[0]):g}"
             returns = []
             for frame_index in (0, 1, game["frames"] - 1):

@@ -6,7 +6,8 @@ PPO run's ([`azx.ppo.evaluate`][]) or a single-player MuZero run's
 played by its own call, with the same keys (the start's from `fold_in(key, 0)`, step
 `t`'s from `fold_in(key, t + 1)`, row 0's of each) and the same step of the policy, so
 that the states between the steps can be kept. The tests check that the recorded return
-is the evaluation's.
+is the evaluation's (to float32 rounding where the rewards are not whole numbers: the two
+compilations may round a continuous task's rewards differently in the last bit).
 """
 
 import dataclasses
