@@ -4,6 +4,7 @@ configuration of its observation kind, over several seeds.
     python -m benchmarks.muzero_suite [--tasks cartpole catch fourrooms breakout freeway]
                                       [--seeds 0 1 2] [--episodes 32] [--json PATH]
                                       [--muzero-set KEY=VALUE ...] [--ppo-set KEY=VALUE ...]
+                                      [--points K --plot PATH]
 
 The tasks: CartPole-v1, Catch-bsuite and FourRooms-misc at 100,000 environment steps;
 Breakout-MinAtar and Freeway-MinAtar at 409,600. MuZero trains `muzero_cartpole`'s
@@ -17,6 +18,12 @@ Each seed is evaluated over `--episodes` episodes: MuZero by its search with the
 off (`azx.muzero.evaluate`), PPO by sampling its policy (`azx.ppo.evaluate`, as `azx eval`
 does). Prints a line per run, then a table: each algorithm's mean return over the seeds
 with a 95% interval across them (Student's t), and MuZero's mean minus PPO's.
+
+`--points K` also evaluates every run at K - 1 evenly spaced points before its end (in
+calls of training that end there; the evaluations draw on the final one's key and
+change nothing of the training), each record gaining `curve`, `[[env_steps,
+return_mean], ...]`; `--plot PATH` draws those curves, a panel per task, each seed thin
+and the mean over the seeds thick.
 """
 
 import argparse
@@ -32,7 +39,7 @@ import numpy as np
 import azx
 from azx._report import mean_interval
 from benchmarks.muzero_cartpole import train_in_chunks
-from benchmarks.ppo_learning import evaluation_record, train_and_evaluate
+from benchmarks.ppo_learning import evaluation_record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,17 +72,57 @@ def fitted(name: str, env: str, steps: int, settings: list[str]) -> azx.presets.
     return preset.changed(settings=[f"iterations={iterations}", f"{schedule}={iterations}"])
 
 
-def muzero_run(preset, seed: int, episodes: int) -> dict:
+def run(algorithm: str, preset, seed: int, episodes: int, points: int = 1) -> dict:
+    """One seed of `preset` trained to its end and evaluated over `episodes`; with
+    `points` > 1, evaluated as well after each of `points` equal parts of the run."""
     trainer, state = preset.build(seed=seed)
-    seconds = 0.0
-    for state, _, _, seconds in train_in_chunks(
-        trainer.train_and_record, state, preset.iterations, preset.iterations
+    key = jax.random.key(10_000 + seed)
+    every = math.ceil(preset.iterations / points)
+    curve, seconds = [], 0.0
+    for state, _, done, seconds in train_in_chunks(
+        trainer.train_and_record, state, preset.iterations, every
     ):
-        pass
-    result = eqx.filter_jit(azx.muzero.evaluate)(
-        trainer, state.net, num_episodes=episodes, key=jax.random.key(10_000 + seed), greedy=True
+        result = _evaluate(algorithm, preset, trainer, state, episodes, key)
+        curve.append([trainer.env_steps(state), result.mean_return()])
+    record = evaluation_record(seed, trainer, state, seconds, result)
+    return record | ({"curve": curve} if points > 1 else {})
+
+
+def _evaluate(algorithm: str, preset, trainer, state, episodes: int, key):
+    """MuZero's search with its noise off, or PPO's policy sampled (as `azx eval`)."""
+    if algorithm == "muzero":
+        return eqx.filter_jit(azx.muzero.evaluate)(
+            trainer, state.net, num_episodes=episodes, key=key, greedy=True
+        )
+    stats = state.observation_stats if preset.config.normalize_observations else None
+    return eqx.filter_jit(azx.ppo.evaluate)(
+        trainer.env, state.net, num_episodes=episodes, key=key, greedy=False,
+        observation_stats=stats, action_distribution=preset.config.action_distribution,
+    )  # fmt: skip
+
+
+def plot(results: dict, tasks: list[str], algorithms: list[str], path: str) -> None:
+    """Each task's curves of `--points`: every seed thin, the mean over seeds thick."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(
+        1, len(tasks), figsize=(4.4 * len(tasks), 3.8), squeeze=False, layout="constrained"
     )
-    return evaluation_record(seed, trainer, state, seconds, result)
+    for name, panel in zip(tasks, axes[0]):
+        for algorithm, color in zip(algorithms, ("tab:blue", "tab:orange")):
+            curves = [np.asarray(r["curve"]) for r in results[name, algorithm]["records"]]
+            for curve in curves:
+                panel.plot(curve[:, 0], curve[:, 1], color=color, alpha=0.3, linewidth=1)
+            mean = np.mean([curve[:, 1] for curve in curves], axis=0)
+            label = f"{algorithm} (mean of {len(curves)} seeds)"
+            panel.plot(curves[0][:, 0], mean, color=color, linewidth=2.5, marker="o", label=label)
+        panel.set(title=TASKS[name].env, xlabel="environment steps", ylabel="return")
+        panel.legend(fontsize="small")
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
 
 
 def main(argv=None) -> dict:
@@ -87,6 +134,8 @@ def main(argv=None) -> dict:
     parser.add_argument("--muzero-set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--ppo-set", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--json", help="write every run's record to this JSON file")
+    parser.add_argument("--points", type=int, default=1, help="evaluations along each run")
+    parser.add_argument("--plot", help="draw the --points curves into this image")
     args = parser.parse_args(argv)
     algorithms = args.algorithms or ["muzero", "ppo"]
     results = {}
@@ -99,12 +148,7 @@ def main(argv=None) -> dict:
             records = []
             for seed in args.seeds:
                 started = time.perf_counter()
-                if algorithm == "muzero":
-                    record = muzero_run(preset, seed, args.episodes)
-                else:
-                    record = train_and_evaluate(
-                        preset, seed, chunk=preset.iterations, episodes=args.episodes, greedy=False
-                    )
+                record = run(algorithm, preset, seed, args.episodes, args.points)
                 record["wall_s"] = time.perf_counter() - started
                 records.append(record)
                 print(
@@ -116,6 +160,8 @@ def main(argv=None) -> dict:
                 )
             results[name, algorithm] = {"preset": preset.to_dict(), "records": records}
     print(table(results, args.tasks, algorithms))
+    if args.plot:
+        plot(results, args.tasks, algorithms, args.plot)
     if args.json:
         with open(args.json, "w") as file:
             json.dump({f"{t} {a}": r for (t, a), r in results.items()}, file, indent=1)
