@@ -19,9 +19,9 @@ off (`azx.muzero.evaluate`), PPO by sampling its policy (`azx.ppo.evaluate`, as 
 does). Prints a line per run, then a table: each algorithm's mean return over the seeds
 with a 95% interval across them (Student's t), and MuZero's mean minus PPO's.
 
-`--points K` also evaluates every run at K - 1 evenly spaced points before its end (in
-calls of training that end there; the evaluations draw on the final one's key and
-change nothing of the training), each record gaining `curve`, `[[env_steps,
+`--points K` also evaluates every run at K - 1 evenly spaced points before its end (its
+training runs in calls that end there, which changes none of it; every evaluation of a
+seed draws on the same key as the final one), each record gaining `curve`, `[[env_steps,
 return_mean], ...]`; `--plot PATH` draws those curves, a panel per task, each seed thin
 and the mean over the seeds thick.
 """
@@ -39,7 +39,7 @@ import numpy as np
 import azx
 from azx._report import mean_interval
 from benchmarks.muzero_cartpole import train_in_chunks
-from benchmarks.ppo_learning import evaluation_record
+from benchmarks.ppo_learning import evaluate as ppo_evaluate, evaluation_record
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,7 +79,7 @@ def run(algorithm: str, preset, seed: int, episodes: int, points: int = 1) -> di
     key = jax.random.key(10_000 + seed)
     every = math.ceil(preset.iterations / points)
     curve, seconds = [], 0.0
-    for state, _, done, seconds in train_in_chunks(
+    for state, _, _, seconds in train_in_chunks(
         trainer.train_and_record, state, preset.iterations, every
     ):
         result = _evaluate(algorithm, preset, trainer, state, episodes, key)
@@ -88,17 +88,14 @@ def run(algorithm: str, preset, seed: int, episodes: int, points: int = 1) -> di
     return record | ({"curve": curve} if points > 1 else {})
 
 
+_muzero_evaluate = eqx.filter_jit(azx.muzero.evaluate)
+
+
 def _evaluate(algorithm: str, preset, trainer, state, episodes: int, key):
     """MuZero's search with its noise off, or PPO's policy sampled (as `azx eval`)."""
     if algorithm == "muzero":
-        return eqx.filter_jit(azx.muzero.evaluate)(
-            trainer, state.net, num_episodes=episodes, key=key, greedy=True
-        )
-    stats = state.observation_stats if preset.config.normalize_observations else None
-    return eqx.filter_jit(azx.ppo.evaluate)(
-        trainer.env, state.net, num_episodes=episodes, key=key, greedy=False,
-        observation_stats=stats, action_distribution=preset.config.action_distribution,
-    )  # fmt: skip
+        return _muzero_evaluate(trainer, state.net, num_episodes=episodes, key=key, greedy=True)
+    return ppo_evaluate(preset, trainer, state, episodes, key, greedy=False)
 
 
 def plot(results: dict, tasks: list[str], algorithms: list[str], path: str) -> None:

@@ -49,18 +49,22 @@ def train_and_evaluate(preset, seed: int, chunk: int, episodes: int, greedy: boo
         done += n
     state = jax.block_until_ready(state)
     seconds = time.perf_counter() - started
-    stats = state.observation_stats if preset.config.normalize_observations else None
-    result = eqx.filter_jit(azx.ppo.evaluate)(
-        trainer.env,
-        state.net,
-        num_episodes=episodes,
-        key=jax.random.key(10_000 + seed),
-        greedy=greedy,
-        observation_stats=stats,
-        action_distribution=preset.config.action_distribution,
-    )
+    result = evaluate(preset, trainer, state, episodes, jax.random.key(10_000 + seed), greedy)
     record = evaluation_record(seed, trainer, state, seconds, result)
     return record | {"last_training_return": last_return}
+
+
+_ppo_evaluate = eqx.filter_jit(azx.ppo.evaluate)
+
+
+def evaluate(preset, trainer, state, episodes: int, key, greedy: bool):
+    """The trained policy's episodes as `azx eval` plays them (its observation statistics
+    where the preset normalises observations)."""
+    stats = state.observation_stats if preset.config.normalize_observations else None
+    return _ppo_evaluate(
+        trainer.env, state.net, num_episodes=episodes, key=key, greedy=greedy,
+        observation_stats=stats, action_distribution=preset.config.action_distribution,
+    )  # fmt: skip
 
 
 def evaluation_record(seed: int, trainer, state, seconds: float, result) -> dict:
