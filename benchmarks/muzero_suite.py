@@ -4,7 +4,7 @@ configuration of its observation kind, over several seeds.
     python -m benchmarks.muzero_suite [--tasks cartpole catch fourrooms breakout freeway]
                                       [--seeds 0 1 2] [--episodes 32] [--json PATH]
                                       [--muzero-set KEY=VALUE ...] [--ppo-set KEY=VALUE ...]
-                                      [--points K --plot PATH]
+                                      [--points K --plot PATH] [--muzero-sampled]
 
 The tasks: CartPole-v1, Catch-bsuite and FourRooms-misc at 100,000 environment steps;
 Breakout-MinAtar and Freeway-MinAtar at 409,600. MuZero trains `muzero_cartpole`'s
@@ -15,9 +15,12 @@ task's steps, rounded up to whole iterations. `--muzero-set` and `--ppo-set` cha
 configuration on every task (as `azx train --set` does), for paired runs on the same seeds.
 
 Each seed is evaluated over `--episodes` episodes: MuZero by its search with the noise
-off (`azx.muzero.evaluate`), PPO by sampling its policy (`azx.ppo.evaluate`, as `azx eval`
-does). Prints a line per run, then a table: each algorithm's mean return over the seeds
-with a 95% interval across them (Student's t), and MuZero's mean minus PPO's.
+off (`azx.muzero.evaluate`; with `--muzero-sampled`, the search as self-play runs it), PPO
+by sampling its policy (`azx.ppo.evaluate`, as `azx eval` does). A run whose episodes all
+return the same says so: a greedy search from a few starts over deterministic dynamics
+(Breakout-MinAtar has two) plays the same episodes again. Prints a line per run, then a
+table: each algorithm's mean return over the seeds with a 95% interval across them
+(Student's t), and MuZero's mean minus PPO's.
 
 `--points K` also evaluates every run at K - 1 evenly spaced points before its end (its
 training runs in calls that end there, which changes none of it; every evaluation of a
@@ -72,9 +75,12 @@ def fitted(name: str, env: str, steps: int, settings: list[str]) -> azx.presets.
     return preset.changed(settings=[f"iterations={iterations}", f"{schedule}={iterations}"])
 
 
-def run(algorithm: str, preset, seed: int, episodes: int, points: int = 1) -> dict:
+def run(
+    algorithm: str, preset, seed: int, episodes: int, points: int = 1, sampled: bool = False
+) -> dict:
     """One seed of `preset` trained to its end and evaluated over `episodes`; with
-    `points` > 1, evaluated as well after each of `points` equal parts of the run."""
+    `points` > 1, evaluated as well after each of `points` equal parts of the run; with
+    `sampled`, MuZero's search plays as self-play runs it."""
     trainer, state = preset.build(seed=seed)
     key = jax.random.key(10_000 + seed)
     every = math.ceil(preset.iterations / points)
@@ -82,7 +88,7 @@ def run(algorithm: str, preset, seed: int, episodes: int, points: int = 1) -> di
     for state, _, _, seconds in train_in_chunks(
         trainer.train_and_record, state, preset.iterations, every
     ):
-        result = _evaluate(algorithm, preset, trainer, state, episodes, key)
+        result = _evaluate(algorithm, preset, trainer, state, episodes, key, sampled)
         curve.append([trainer.env_steps(state), result.mean_return()])
     record = evaluation_record(seed, trainer, state, seconds, result)
     return record | ({"curve": curve} if points > 1 else {})
@@ -91,10 +97,13 @@ def run(algorithm: str, preset, seed: int, episodes: int, points: int = 1) -> di
 _muzero_evaluate = eqx.filter_jit(azx.muzero.evaluate)
 
 
-def _evaluate(algorithm: str, preset, trainer, state, episodes: int, key):
-    """MuZero's search with its noise off, or PPO's policy sampled (as `azx eval`)."""
+def _evaluate(algorithm: str, preset, trainer, state, episodes: int, key, sampled: bool):
+    """MuZero's search with its noise off (or, `sampled`, with it on), or PPO's policy
+    sampled (as `azx eval`)."""
     if algorithm == "muzero":
-        return _muzero_evaluate(trainer, state.net, num_episodes=episodes, key=key, greedy=True)
+        return _muzero_evaluate(
+            trainer, state.net, num_episodes=episodes, key=key, greedy=not sampled
+        )
     return ppo_evaluate(preset, trainer, state, episodes, key, greedy=False)
 
 
@@ -117,6 +126,7 @@ def plot(results: dict, tasks: list[str], algorithms: list[str], path: str) -> N
             label = f"{algorithm} (mean of {len(curves)} seeds)"
             panel.plot(curves[0][:, 0], mean, color=color, linewidth=2.5, marker="o", label=label)
         panel.set(title=TASKS[name].env, xlabel="environment steps", ylabel="return")
+        panel.xaxis.set_major_formatter(lambda steps, _: f"{steps / 1000:.0f}k")
         panel.legend(fontsize="small")
     figure.savefig(path, dpi=100)
     plt.close(figure)
@@ -133,8 +143,16 @@ def main(argv=None) -> dict:
     parser.add_argument("--json", help="write every run's record to this JSON file")
     parser.add_argument("--points", type=int, default=1, help="evaluations along each run")
     parser.add_argument("--plot", help="draw the --points curves into this image")
+    parser.add_argument(
+        "--muzero-sampled",
+        action="store_true",
+        help="evaluate MuZero's search as self-play runs it (its noise on), not greedily",
+    )
     args = parser.parse_args(argv)
     algorithms = args.algorithms or ["muzero", "ppo"]
+    # A greedy player from a handful of starts (two in MinAtar Breakout) over deterministic
+    # dynamics plays the same few episodes again and again: the interval then says nothing.
+    alike = "; every episode returned the same (--muzero-sampled samples the search)"
     results = {}
     for name in args.tasks:
         task = TASKS[name]
@@ -145,14 +163,17 @@ def main(argv=None) -> dict:
             records = []
             for seed in args.seeds:
                 started = time.perf_counter()
-                record = run(algorithm, preset, seed, args.episodes, args.points)
+                record = run(
+                    algorithm, preset, seed, args.episodes, args.points, args.muzero_sampled
+                )
                 record["wall_s"] = time.perf_counter() - started
                 records.append(record)
                 print(
                     f"{name} {algorithm} seed {seed}: return {record['return_mean']:.2f} "
                     f"[{record['return_low']:.2f}, {record['return_high']:.2f}] over "
                     f"{args.episodes} episodes after {record['env_steps']} steps "
-                    f"({record['wall_s']:.0f} s)",
+                    f"({record['wall_s']:.0f} s)"
+                    + (alike if record["return_min"] == record["return_max"] else ""),
                     flush=True,
                 )
             results[name, algorithm] = {"preset": preset.to_dict(), "records": records}

@@ -77,6 +77,8 @@ def evaluation_record(seed: int, trainer, state, seconds: float, result) -> dict
         "return_mean": result.mean_return(),
         "return_low": low,
         "return_high": high,
+        "return_min": float(result.returns.min()),
+        "return_max": float(result.returns.max()),
         "unfinished": int((~result.finished).sum()),
     }
 
