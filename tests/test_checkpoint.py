@@ -74,6 +74,9 @@ def _kill_on(mode: str, directory, line: str, delay: float = 0.0) -> None:
     assert process.returncode == -signal.SIGKILL, "".join(output)
 
 
+# Slow tier (a process killed mid-write): the default run checks the atomic writes in
+# process (test_run_files' damaged checkpoints and fallbacks).
+@pytest.mark.slow
 def test_sigkill_during_save_leaves_the_last_checkpoint_restorable(tmp_path):
     # Two complete saves, then a kill right after the third save starts.
     _kill_on("forever", tmp_path, "saving 3", delay=0.05)
@@ -85,6 +88,7 @@ def test_sigkill_during_save_leaves_the_last_checkpoint_restorable(tmp_path):
     np.testing.assert_array_equal(big, np.full(4_000_000, float(latest), np.float32))
 
 
+@pytest.mark.slow  # a process killed mid-delete
 def test_sigkill_while_deleting_an_old_checkpoint_leaves_only_whole_ones_listed(tmp_path):
     # The old checkpoint leaves the listing in one rename before its files are deleted:
     # a kill half-way through the deletion leaves no half-deleted checkpoint behind.

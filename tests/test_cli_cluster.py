@@ -88,6 +88,7 @@ def _cluster(port: int, process_id: int, processes: int = 2) -> list[str]:
             "--process-id", process_id]  # fmt: skip
 
 
+@pytest.mark.slow  # starts a JAX process that waits out its join timeout
 def test_an_unreachable_coordinator_stops_after_the_join_timeout(tmp_path):
     start = time.monotonic()
     process = _azx("train", "--out", tmp_path / "run", *_cluster(_free_port(), 1),
@@ -99,6 +100,7 @@ def test_an_unreachable_coordinator_stops_after_the_join_timeout(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # starts a JAX process that waits out its join timeout
 def test_a_coordinator_whose_peers_never_join_stops_after_the_join_timeout(tmp_path):
     process = _azx("train", "--out", tmp_path / "run", *_cluster(_free_port(), 0, 3),
                    "--join-timeout", 3)  # fmt: skip
@@ -120,12 +122,14 @@ def test_processes_started_with_different_options_are_refused(tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # starts a JAX process of three devices
 def test_games_that_do_not_split_over_the_devices_are_refused(tmp_path):
     line = _error_line(_azx("train", "--out", tmp_path / "run", devices=3))
     assert "training on the 3 devices: num_envs (64) must be divisible by the number of " in line
     assert not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow  # starts a JAX process that waits out its join timeout
 def test_a_slurm_job_step_of_several_tasks_joins_without_the_settings(tmp_path):
     """Inside `srun` (as its environment variables say), `azx train` starts JAX's
     distributed runtime with JAX's own detection of the job; alone, this task waits for

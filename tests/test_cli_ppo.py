@@ -54,6 +54,9 @@ def test_train_writes_metrics_with_returns_and_a_curve(trained):
     assert (trained / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+# Slow tier: the default run checks resuming exactly through test_cli.py (AlphaZero),
+# test_fourth_algorithm.py and PPO's trainer (test_ppo_continuous.py).
+@pytest.mark.slow
 def test_resume_continues_exactly(trained, tmp_path):
     resumed = tmp_path / "resumed"
     shutil.copytree(trained, resumed)

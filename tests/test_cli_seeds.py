@@ -44,6 +44,9 @@ def _assert_records_close(actual: list[dict], expected: list[dict]) -> None:
                 assert got[name] == want[name], name
 
 
+# Slow tier, with the rest of the command's seeds (a second training run each): the
+# default run checks the seeds' library (test_seeds.py) and refuses a bad count (below).
+@pytest.mark.slow
 def test_each_seed_writes_what_its_own_run_writes(together, tmp_path):
     alone = tmp_path / "alone"
     result = azx_cli("train", "--out", alone, "--seed", 4, "--iterations", 2, *SMALL)
@@ -74,6 +77,7 @@ def test_each_seed_writes_what_its_own_run_writes(together, tmp_path):
         assert (directory / "learning_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.slow
 def test_eval_reports_each_seed_and_the_mean_over_seeds(together, tmp_path):
     path = tmp_path / "eval.json"
     result = azx_cli("eval", "--run", together, "--episodes", 6, "--json", path)
@@ -116,6 +120,7 @@ def test_resume_continues_every_seed_exactly(tmp_path):
         ]
 
 
+@pytest.mark.slow
 def test_a_seeds_directory_is_opened_seed_by_seed(together):
     with pytest.raises(azx.run.RunError, match="holds 2 seeds' runs: load one of"):
         azx.load_run(together)

@@ -387,6 +387,9 @@ def test_ppo_pendulum_preset_builds_and_evaluates():
     assert azx.presets.from_dict(preset.to_dict()) == preset
 
 
+# Slow tier: the default run builds and evaluates the preset (above) and runs
+# `azx train` and `azx eval` on PPO's discrete preset (test_cli_ppo.py).
+@pytest.mark.slow
 def test_azx_train_and_eval_run_the_pendulum_preset(tmp_path):
     from test_cli import _azx
 

@@ -11,7 +11,6 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from _optional import error_without
-from _tiers import slow_repeats
 from pgx.backgammon import _calc_win_score, _legal_action_mask
 
 import azx
@@ -185,6 +184,7 @@ def state_with(board, dice):
     )
 
 
+@pytest.mark.slow  # the benchmarks' backgammon referee, against pgx on many boards
 def test_full_moves_are_pgx_moves():
     _, states = random_boards(12, seed=3)
     # Bearing off: exact and larger dice, a checker left behind, a win within the roll.
@@ -586,8 +586,10 @@ def reference_move_values(env, net, state):
     return values
 
 
-# The preset's encoding in the default run; the slow tier adds pgx's own.
-@pytest.mark.parametrize("encoding", slow_repeats(["unary", "pgx"], {"pgx"}))
+# Slow tier (the benchmarks' backgammon referee, a network over 21 outcomes of many
+# positions), with the preset's encoding and pgx's own.
+@pytest.mark.slow
+@pytest.mark.parametrize("encoding", ["unary", "pgx"])
 def test_value_move_agent_rates_moves_through_the_chance_adapter(encoding):
     """The agent's own board turning and dice table against pgx's steps and the adapter's
     21 outcomes: the same final positions, the same values, and its move the best."""

@@ -73,6 +73,9 @@ def test_eval_falls_back_from_a_damaged_newest_checkpoint(run):
     )
 
 
+# Slow tier (a second training run): the default run checks the same fallback through
+# `azx eval` (above) and the checkpointer's (below).
+@pytest.mark.slow
 def test_resume_falls_back_and_sets_the_damaged_checkpoint_aside(run):
     damaged = run / "checkpoints" / "2"
     _flip(_largest_file(damaged))
