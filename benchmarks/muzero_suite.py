@@ -152,7 +152,10 @@ def main(argv=None) -> dict:
     algorithms = args.algorithms or ["muzero", "ppo"]
     # A greedy player from a handful of starts (two in MinAtar Breakout) over deterministic
     # dynamics plays the same few episodes again and again: the interval then says nothing.
-    alike = "; every episode returned the same (--muzero-sampled samples the search)"
+    # PPO and `--muzero-sampled` sample their moves already: for them the line says only
+    # that every episode returned the same.
+    alike = "; every episode returned the same"
+    greedy_hint = " (--muzero-sampled samples the search)"
     results = {}
     for name in args.tasks:
         task = TASKS[name]
@@ -168,12 +171,15 @@ def main(argv=None) -> dict:
                 )
                 record["wall_s"] = time.perf_counter() - started
                 records.append(record)
+                note = ""
+                if record["return_min"] == record["return_max"]:
+                    greedy = algorithm == "muzero" and not args.muzero_sampled
+                    note = alike + (greedy_hint if greedy else "")
                 print(
                     f"{name} {algorithm} seed {seed}: return {record['return_mean']:.2f} "
                     f"[{record['return_low']:.2f}, {record['return_high']:.2f}] over "
                     f"{args.episodes} episodes after {record['env_steps']} steps "
-                    f"({record['wall_s']:.0f} s)"
-                    + (alike if record["return_min"] == record["return_max"] else ""),
+                    f"({record['wall_s']:.0f} s)" + note,
                     flush=True,
                 )
             results[name, algorithm] = {"preset": preset.to_dict(), "records": records}
