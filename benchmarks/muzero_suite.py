@@ -150,12 +150,6 @@ def main(argv=None) -> dict:
     )
     args = parser.parse_args(argv)
     algorithms = args.algorithms or ["muzero", "ppo"]
-    # A greedy player from a handful of starts (two in MinAtar Breakout) over deterministic
-    # dynamics plays the same few episodes again and again: the interval then says nothing.
-    # PPO and `--muzero-sampled` sample their moves already: for them the line says only
-    # that every episode returned the same.
-    alike = "; every episode returned the same"
-    greedy_hint = " (--muzero-sampled samples the search)"
     results = {}
     for name in args.tasks:
         task = TASKS[name]
@@ -171,10 +165,14 @@ def main(argv=None) -> dict:
                 )
                 record["wall_s"] = time.perf_counter() - started
                 records.append(record)
+                # A greedy player from a handful of starts (two in MinAtar Breakout) over
+                # deterministic dynamics plays the same few episodes again and again; PPO
+                # and `--muzero-sampled` sample their moves already.
                 note = ""
                 if record["return_min"] == record["return_max"]:
-                    greedy = algorithm == "muzero" and not args.muzero_sampled
-                    note = alike + (greedy_hint if greedy else "")
+                    note = "; every episode returned the same"
+                    if algorithm == "muzero" and not args.muzero_sampled:
+                        note += " (--muzero-sampled samples the search)"
                 print(
                     f"{name} {algorithm} seed {seed}: return {record['return_mean']:.2f} "
                     f"[{record['return_low']:.2f}, {record['return_high']:.2f}] over "
